@@ -1132,12 +1132,16 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     version): the softmax takes e^(inf - inf). out and the weights of
  *     the row's keys that take part are NaN (a key the mask or the causal
  *     limit excludes keeps weight 0), and lse is +inf, as torch.logsumexp
- *     gives it. (0.3.0 shared the row's weight equally among its +inf
+ *     gives it; with a NaN score in the row too, lse is NaN, as there.
+ *     (0.3.0 shared the row's weight equally among its +inf
  *     keys, a limit that holds only if they grow alike.)
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
  *     a float mask, or by the causal mask) gives output 0 and weights 0,
  *     never NaN, like PyTorch >= 2.5.
- *   - NaN in an input reaches only the output rows whose computation reads it.
+ *   - NaN in an input reaches only the output rows whose computation reads
+ *     it. A NaN score makes its row's out, lse and the weights of the keys
+ *     that take part NaN, as PyTorch's softmax (whose maximum is NaN then)
+ *     and torch.logsumexp give them.
  *   - f64 computes in f64 throughout (the exact, oracle-grade path).
  *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
  *     keys for L <= 8 queries at any S (in f32 arithmetic, even in the bf16
@@ -1191,8 +1195,15 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     subnormal costs an Intel core a microcode assist of about 150 cycles):
  *     in f32 a weight below 2^-64 of its row's largest (a score more than 44
  *     below the row maximum) counts as 0, which the bound above covers, in
- *     f64 one below e^-400. An f32 result below FLT_MIN in magnitude may be
- *     written as 0: the weights, the exact kernel's outputs, the decode
+ *     f64 one below e^-400 of its row's largest (a score more than 400
+ *     below the row maximum; e^-400 is about 2^-577), where PyTorch's
+ *     float64 keeps weights down to e^-745: such a weight adds at most
+ *     e^-400 · |v_j| to out, below out's own rounding unless |v_j| is
+ *     2^524 or more times |out| (f64 values near DBL_MAX beside small
+ *     ones), and an infinite v_j under it makes out NaN (0 · inf) where
+ *     PyTorch's is ±inf (both give NaN under a weight that is 0 in f64,
+ *     more than about 745 below, and for a NaN v_j). An f32 result below
+ *     FLT_MIN in magnitude may be written as 0: the weights, the exact kernel's outputs, the decode
  *     kernel's outputs and the gradients the fused backward writes straight
  *     into their outputs are; the flash kernel's outputs and gradients
  *     summed in f64 first (every gradient of the exact kernel, a broadcast
@@ -1599,10 +1610,12 @@ ATTN_API attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, att
  * (outs[i], lses[i]) = attn_sdpa of the same queries against key set i, for
  * i < n, compute the (out, lse) of attention against all of them, exactly:
  *   lse = log(sum_i exp(lses[i])),  out = sum_i exp(lses[i] - lse) · outs[i].
- * A part whose lse is -inf (no key of it took part) contributes nothing; if
- * every part's is, out is 0 and lse -inf. A part whose lse is NaN (a NaN
- * in its queries, keys or mask) makes the row NaN, out and lse, as
- * attention over all the keys gives it. All tensors share one dtype (f32 or
+ * A part whose lse is -inf (no key of it took part) contributes nothing, its
+ * out unread; if every part's is, out is 0 and lse -inf. A part whose lse is
+ * NaN (a NaN score in it) makes the row's out and lse NaN; else a part
+ * whose lse is +inf (a +inf score in it) makes out NaN and lse +inf,
+ * whatever that part's out holds: each as attention over all the keys
+ * gives it (see "Numerics"). All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
  * any strides. out may be one of outs and lse one of lses, the very same
  * view, to merge in place; otherwise they overlap no part and not each other
@@ -2032,8 +2045,9 @@ typedef struct attn_kv_cache_desc {
     int64_t key_dim;     /* E >= 1 */
     int64_t value_dim;   /* Ev >= 1 */
     attn_dtype dtype;    /* storage: ATTN_F64, ATTN_F32 (default), ATTN_F16, ATTN_BF16, or
-                            quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and
-                            value_dim multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
+                            quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (value_dim,
+                            and key_dim unless key_dtype stores the keys,
+                            multiples of 32), ATTN_E4M3, ATTN_E5M2 (see
                             "Quantized storage"; attention reads the rows in
                             place, with f32 queries) */
     attn_dtype key_dtype; /* 0 (default): keys in dtype, as values. ATTN_Q4C or
@@ -2263,15 +2277,17 @@ typedef struct attn_kv_pages_desc {
     attn_dtype dtype;      /* storage: ATTN_F32 (default), ATTN_F16, ATTN_BF16, ATTN_F64
                               (appends f64 keys and values, attends f64 queries
                               on the exact kernel: the oracle's path), or
-                              quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (key_dim and value_dim
-                              multiples of 32), ATTN_E4M3, ATTN_E5M2 */
+                              quantized: ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (value_dim, and key_dim
+                              unless key_dtype stores the keys, multiples of
+                              32), ATTN_E4M3, ATTN_E5M2 */
     int64_t page_size;     /* P, positions per page: 16 to 256 (default 16) */
     int64_t num_pages;     /* pages in the pool, 1 to INT32_MAX */
     int64_t max_sequences; /* sequences alive at once, 1 to INT32_MAX */
-    int64_t max_length;    /* positions one sequence may hold (at most num_pages
-                              · P count): each sequence's table has room for
-                              max_length / P pages, rounded up; 0 (the
-                              default): num_pages · P */
+    int64_t max_length;    /* positions one sequence may hold, 0 to num_pages
+                              · P (more: ATTN_ERR_SHAPE, as no sequence
+                              can hold more than the pool): each sequence's
+                              table has room for max_length / P pages,
+                              rounded up; 0 (the default): num_pages · P */
     attn_dtype key_dtype;  /* 0 (default): keys in dtype, as values. ATTN_Q4C or
                               ATTN_Q2C: keys quantized per channel over groups of
                               32 positions, the last positions not yet forming a

@@ -1208,6 +1208,132 @@ static void test_merge(void) {
     }
 }
 
+/* Attention of one query over keys with the given scores (q = [1], k =
+ * the scores, scale 1) and values, one column: out and lse in f64, the
+ * call in dtype dt (f32 inputs holding inf or NaN go to the exact kernel)
+ * over keys j0 .. j0 + n - 1, or through attn_sdpa_reference. */
+static attn_status score_row(double *out, double *lse, attn_dtype dt, const double *scores, const double *vals,
+                             int j0, int n, int reference) {
+    float qf = 1, kf[8], vf[8], of, lf;
+    double qd = 1, kd[8], vd[8], od, ld;
+    for (int j = 0; j < n; j++) kf[j] = (float)scores[j0 + j], vf[j] = (float)vals[j0 + j];
+    for (int j = 0; j < n; j++) kd[j] = scores[j0 + j], vd[j] = vals[j0 + j];
+    int f = dt == ATTN_F32;
+    int64_t sq[2] = {1, 1}, sk[2] = {n, 1}, sl[1] = {1};
+    attn_tensor tq, tk, tv, to, tl;
+    attn_tensor_init(&tq, f ? (void *)&qf : (void *)&qd, dt, 2, sq, NULL, NULL);
+    attn_tensor_init(&tk, f ? (void *)kf : (void *)kd, dt, 2, sk, NULL, NULL);
+    attn_tensor_init(&tv, f ? (void *)vf : (void *)vd, dt, 2, sk, NULL, NULL);
+    attn_tensor_init(&to, f ? (void *)&of : (void *)&od, dt, 2, sq, NULL, NULL);
+    attn_tensor_init(&tl, f ? (void *)&lf : (void *)&ld, dt, 1, sl, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.has_scale = 1, o.scale = 1.0;
+    attn_status st = reference ? attn_sdpa_reference(&to, &tl, NULL, &tq, &tk, &tv, &o, NULL)
+                               : attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, &o, NULL);
+    *out = f ? of : od, *lse = f ? lf : ld;
+    return st;
+}
+
+/* Whether x is y, NaN counting as equal to NaN. */
+static int same_value(double x, double y) { return (isnan(x) && isnan(y)) || x == y; }
+
+/* Rows with +inf and NaN scores, as PyTorch float64 gives them (softmax,
+ * torch.logsumexp): a +inf score makes out NaN and lse +inf; a NaN score
+ * makes both NaN, beside a +inf score too (lse was +inf there). And
+ * attn_sdpa_merge of the row's parts gives the whole row's result, for
+ * parts from attn_sdpa and for a part whose lse alone is +inf. */
+static void test_nonfinite_scores(void) {
+    static const struct {
+        const char *name;
+        double scores[4], want_lse; /* out is NaN in each */
+    } ROWS[] = {
+        {"plus_inf", {INFINITY, 1, 2, 3}, INFINITY},
+        {"nan", {0.5, 1, NAN, 3}, NAN},
+        {"plus_inf_and_nan", {INFINITY, 1, NAN, 3}, NAN},
+        {"nan_and_plus_inf", {NAN, 1, INFINITY, 3}, NAN},
+    };
+    const double vals[4] = {1, 2, 3, 4};
+    char name[128];
+    for (int f = 0; f < 2; f++) {
+        attn_dtype dt = f ? ATTN_F32 : ATTN_F64;
+        for (size_t c = 0; c < sizeof ROWS / sizeof *ROWS; c++) {
+            double out[2], lse[2];
+            attn_status st = score_row(&out[0], &lse[0], dt, ROWS[c].scores, vals, 0, 4, 0);
+            attn_status sr = score_row(&out[1], &lse[1], dt, ROWS[c].scores, vals, 0, 4, 1);
+            snprintf(name, sizeof name, "%s_score_row_out_nan_lse_as_pytorch_%s", ROWS[c].name, attn_dtype_name(dt));
+            check(!st && !sr && isnan(out[0]) && isnan(out[1]) && same_value(lse[0], ROWS[c].want_lse) &&
+                      same_value(lse[1], ROWS[c].want_lse),
+                  name, "status %d %d, out %g (reference %g), lse %g (reference %g), want lse %g", (int)st, (int)sr,
+                  out[0], out[1], lse[0], lse[1], ROWS[c].want_lse);
+            /* the halves 0..1 and 2..3 merged: the whole row's out and lse */
+            double po[2], pl[2], mo = 0, ml = 0;
+            st = score_row(&po[0], &pl[0], dt, ROWS[c].scores, vals, 0, 2, 0);
+            if (!st) st = score_row(&po[1], &pl[1], dt, ROWS[c].scores, vals, 2, 2, 0);
+            float pof[2] = {(float)po[0], (float)po[1]}, plf[2] = {(float)pl[0], (float)pl[1]}, mof, mlf;
+            int64_t so[2] = {1, 1}, sl[1] = {1};
+            attn_tensor to[2], tl[2], tmo, tml;
+            for (int i = 0; i < 2; i++) {
+                attn_tensor_init(&to[i], f ? (void *)&pof[i] : (void *)&po[i], dt, 2, so, NULL, NULL);
+                attn_tensor_init(&tl[i], f ? (void *)&plf[i] : (void *)&pl[i], dt, 1, sl, NULL, NULL);
+            }
+            attn_tensor_init(&tmo, f ? (void *)&mof : (void *)&mo, dt, 2, so, NULL, NULL);
+            attn_tensor_init(&tml, f ? (void *)&mlf : (void *)&ml, dt, 1, sl, NULL, NULL);
+            const attn_tensor *outs[2] = {&to[0], &to[1]}, *lses[2] = {&tl[0], &tl[1]};
+            if (!st) st = attn_sdpa_merge(&tmo, &tml, outs, lses, 2, NULL);
+            if (f) mo = mof, ml = mlf;
+            snprintf(name, sizeof name, "%s_score_merge_of_halves_is_the_whole_row_%s", ROWS[c].name,
+                     attn_dtype_name(dt));
+            check(!st && isnan(mo) && same_value(ml, lse[0]), name, "status %d, out %g lse %g, whole lse %g", (int)st,
+                  mo, ml, lse[0]);
+        }
+        /* Parts not from attn_sdpa: an lse of +inf with a finite out (one
+         * part, and two such parts) is e^(inf - inf) all the same: out NaN,
+         * lse +inf (out was that part's, or the mean of the two); a part of
+         * lse -inf is not read (out 0 and lse -inf when every part is). */
+        double o64[3] = {5, 7, 9}, l64[3] = {INFINITY, INFINITY, 0.25}, d64[2];
+        float o32[3] = {5, 7, 9}, l32[3] = {INFINITY, INFINITY, 0.25}, d32[2];
+        int64_t so[2] = {1, 1}, sl[1] = {1};
+        attn_tensor to[3], tl[3], tmo, tml;
+        for (int i = 0; i < 3; i++) {
+            attn_tensor_init(&to[i], f ? (void *)&o32[i] : (void *)&o64[i], dt, 2, so, NULL, NULL);
+            attn_tensor_init(&tl[i], f ? (void *)&l32[i] : (void *)&l64[i], dt, 1, sl, NULL, NULL);
+        }
+        attn_tensor_init(&tmo, f ? (void *)&d32[0] : (void *)&d64[0], dt, 2, so, NULL, NULL);
+        attn_tensor_init(&tml, f ? (void *)&d32[1] : (void *)&d64[1], dt, 1, sl, NULL, NULL);
+        static const int PICK[3][2] = {{0, 2}, {0, 1}, {2, 0}}; /* +inf with finite; two +inf; finite then +inf */
+        int ok = 1;
+        for (int t = 0; t < 3; t++) {
+            const attn_tensor *outs[2] = {&to[PICK[t][0]], &to[PICK[t][1]]}, *lses[2] = {&tl[PICK[t][0]], &tl[PICK[t][1]]};
+            attn_status st = attn_sdpa_merge(&tmo, &tml, outs, lses, 2, NULL);
+            double x = f ? d32[0] : d64[0], l = f ? d32[1] : d64[1];
+            ok &= !st && isnan(x) && l == INFINITY;
+            st = attn_sdpa_merge(&tmo, &tml, outs, lses, 1, NULL); /* the one part alone */
+            x = f ? d32[0] : d64[0], l = f ? d32[1] : d64[1];
+            ok &= !st && (PICK[t][0] == 2 ? x == 9 && l == (f ? 0.25f : 0.25) : isnan(x) && l == INFINITY);
+        }
+        snprintf(name, sizeof name, "merge_plus_inf_lse_part_out_nan_lse_plus_inf_%s", attn_dtype_name(dt));
+        check(ok, name, "a merge gave another out or lse");
+        for (int i = 0; i < 3; i++) {
+            if (f) l32[i] = -INFINITY, o32[i] = NAN;
+            else l64[i] = -INFINITY, o64[i] = NAN;
+        }
+        const attn_tensor *outs[3] = {&to[0], &to[1], &to[2]}, *lses[3] = {&tl[0], &tl[1], &tl[2]};
+        attn_status st = attn_sdpa_merge(&tmo, &tml, outs, lses, 3, NULL);
+        double x = f ? d32[0] : d64[0], l = f ? d32[1] : d64[1];
+        snprintf(name, sizeof name, "merge_every_part_minus_inf_lse_out_0_%s", attn_dtype_name(dt));
+        check(!st && x == 0 && l == -INFINITY, name, "status %d, out %g lse %g", (int)st, x, l);
+    }
+    /* f64 counts a weight below e^-400 of the row's largest as 0 (attn.h,
+     * Numerics; PyTorch keeps it): a value under a score 500 below the
+     * maximum adds nothing, and an infinite one gives 0 · inf, NaN. */
+    double far[2] = {0, -500}, big[2] = {1, 1e300}, inf_v[2] = {1, INFINITY}, out, lse;
+    attn_status st = score_row(&out, &lse, ATTN_F64, far, big, 0, 2, 0);
+    check(!st && out == 1 && lse == 0, "f64_weight_below_e_minus_400_counts_as_0", "status %d, out %g (PyTorch %g), lse %g",
+          (int)st, out, (1 + exp(-500) * 1e300) / (1 + exp(-500)), lse);
+    st = score_row(&out, &lse, ATTN_F64, far, inf_v, 0, 2, 0);
+    check(!st && isnan(out), "f64_infinite_value_under_a_flushed_weight_nan", "status %d, out %g", (int)st, out);
+}
+
 /* ---- options struct versioning -------------------------------------------- */
 
 /* The caller's workspace: sized by attn_sdpa_workspace_size, at any
@@ -3801,6 +3927,7 @@ int main(void) {
     test_sdpa_errors();
     test_kernels_agree();
     test_merge();
+    test_nonfinite_scores();
     test_options_version();
     test_versioned_init();
     test_versioned_helpers();

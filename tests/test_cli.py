@@ -423,6 +423,46 @@ def main():
     report("file_big_endian_offsets_read", rb.returncode == 0 and rl.returncode == 0 and
            np.array_equal(np.load(os.path.join(TMP, "out_be.npy")), np.load(os.path.join(TMP, "out_le.npy"))),
            rb.stderr + rl.stderr)
+    # Byte orders NumPy reads as the machine's (little-endian here): '='
+    # (native), '|' (none: NumPy takes it for an 8-byte float too) and no
+    # order character; bool also by its type code '?'. Each was refused
+    # ("dtype '=f4' is not supported"); each reads as NumPy reads it.
+    def redescr(name, a, descr):
+        header = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }\n" % (descr, a.shape)
+        path = raw_npy(name, header, np.ascontiguousarray(a).tobytes())
+        with open(path, "rb") as f:
+            same = np.array_equal(np.lib.format.read_array(f), a)
+        return path, same
+    for order in ("=", "|", ""):
+        label = {"=": "native", "|": "none", "": "bare"}[order]
+        (qo, sq), (ko, sk), (vo, sv) = (redescr("q_%s.npy" % label, q32, order + "f4"),
+                                        redescr("k_%s.npy" % label, k32.astype("<f2"), order + "f2"),
+                                        redescr("v_%s.npy" % label, v32, order + "f4"))
+        r = attn("sdpa", "-q", qo, "-k", ko, "-v", vo, "-o", "o_%s.npy" % label)
+        report("file_byte_order_%s_read_as_numpy_reads_it" % label, sq and sk and sv and r.returncode == 0 and
+               np.array_equal(np.load(os.path.join(TMP, "o_%s.npy" % label)), np.load(os.path.join(TMP, "ole.npy"))),
+               r.stderr)
+    q64 = q32.astype(np.float64)
+    (q8, s8), = (redescr("q_f8_none.npy", q64, "|f8"),)
+    r8 = attn("sdpa", "-q", q8, "-k", save("k64.npy", k32.astype(np.float64)),
+              "-v", save("v64.npy", v32.astype(np.float64)), "-o", "o_f8_none.npy")
+    rl8 = attn("sdpa", "-q", save("q64.npy", q64), "-k", "k64.npy", "-v", "v64.npy", "-o", "o_f8_le.npy")
+    report("file_byte_order_none_f8_read_as_numpy_reads_it", s8 and r8.returncode == 0 and rl8.returncode == 0 and
+           np.array_equal(np.load(os.path.join(TMP, "o_f8_none.npy")), np.load(os.path.join(TMP, "o_f8_le.npy"))),
+           r8.stderr + rl8.stderr)
+    mask = np.random.default_rng(3).random((3, 5)) < 0.7
+    mask[:, 0] = True
+    unmasked = base[:-2]  # without its -o
+    rl = attn(*unmasked, "-m", save("m_le.npy", mask), "-o", "om_le.npy")
+    for descr, label in (("?", "type_code"), ("=b1", "native"), ("b1", "bare"), ("<b1", "little_endian")):
+        path, same = redescr("m_%s.npy" % label, mask, descr)
+        r = attn(*unmasked, "-m", path, "-o", "om.npy")
+        report("file_bool_descr_%s_read" % label, same and r.returncode == 0 and rl.returncode == 0 and np.array_equal(
+            np.load(os.path.join(TMP, "om.npy")), np.load(os.path.join(TMP, "om_le.npy"))), r.stderr + rl.stderr)
+    (cq_native, sc), = (redescr("cq_native.npy", np.array([0, 3, 3, 8], np.int64), "=i8"),)
+    rb = attn(*ragged_be, "-o", "out_native.npy", "--cu-seqlens-q", cq_native, "--cu-seqlens-k", ck)
+    report("file_native_order_offsets_read", sc and rb.returncode == 0 and np.array_equal(
+        np.load(os.path.join(TMP, "out_native.npy")), np.load(os.path.join(TMP, "out_le.npy"))), rb.stderr)
     expect_error("file_int64", with_q(raw_npy("i8.npy", good.replace("<f4", "<i8"), data * 2)), 1,
                  r"i8\.npy: integer arrays \('<i8'\) are not supported; save floats", outs)
     expect_error("file_object", with_q(raw_npy("obj.npy", good.replace("<f4", "|O"), data * 2)), 1,

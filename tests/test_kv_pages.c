@@ -2266,6 +2266,8 @@ static void test_desc(void) {
         {"no_sequences", 16, 4, 0, 1, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
         {"no_heads", 16, 4, 2, 0, 4, 0, ATTN_F32, ATTN_ERR_SHAPE},
         {"negative_max_length", 16, 4, 2, 1, 4, -1, ATTN_F32, ATTN_ERR_SHAPE},
+        {"max_length_past_the_pool", 16, 4, 2, 1, 4, 4 * 16 + 1, ATTN_F32, ATTN_ERR_SHAPE},
+        {"max_length_int64_max", 256, INT32_MAX, 2, 1, 4, INT64_MAX, ATTN_F32, ATTN_ERR_SHAPE},
         {"bool", 16, 4, 2, 1, 4, 0, ATTN_BOOL, ATTN_ERR_DTYPE},
         {"overflowing_pages", 256, INT32_MAX, 2, INT64_MAX / 4, 4, 0, ATTN_F32, ATTN_ERR_OVERFLOW},
         {"overflowing_tables", 16, INT32_MAX, INT32_MAX, 1, 1, 0, ATTN_F32, ATTN_ERR_OVERFLOW},
@@ -2281,6 +2283,24 @@ static void test_desc(void) {
         char name[96];
         snprintf(name, sizeof name, "desc_refused_%s", CASES[c].name);
         check(st == CASES[c].want, name, "status %d, want %d: %s", st, CASES[c].want, st ? err.message : "accepted");
+    }
+    /* max_length may be the whole pool, and no more: a longer one was cut
+     * down to the pool without a word. */
+    {
+        attn_kv_pages_desc d = attn_kv_pages_desc_default();
+        d.num_pages = 4, d.max_sequences = 2, d.key_dim = d.value_dim = 4, d.max_length = 4 * 16;
+        size_t bytes = 0, whole = 0;
+        attn_error err;
+        attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+        d.max_length = 0;
+        attn_kv_pages_bytes(&whole, &d, NULL);
+        check(st == ATTN_OK && bytes == whole, "desc_max_length_whole_pool_taken", "status %d, %zu bytes, %zu with 0: %s",
+              st, bytes, whole, st ? err.message : "");
+        d.max_length = 4 * 16 + 1;
+        st = attn_kv_pages_bytes(&bytes, &d, &err);
+        check(st == ATTN_ERR_SHAPE && strstr(err.message, "desc->max_length is 65") &&
+                  strstr(err.message, "= 64"),
+              "desc_max_length_past_the_pool_says_the_pool", "status %d: %s", st, st ? err.message : "accepted");
     }
     attn_kv_pages_desc d = attn_kv_pages_desc_default();
     d.num_pages = 2, d.max_sequences = 1, d.key_dim = d.value_dim = 2;

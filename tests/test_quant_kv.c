@@ -797,7 +797,7 @@ static void test_pool(attn_dtype format) {
     st = attn_kv_pages_bytes(&bytes, &bad_d, &err);
     snprintf(name, sizeof name, "%s_pool_key_dim_40", fm);
     if (format == ATTN_Q8 || format == ATTN_Q4 || format == ATTN_Q4_1)
-        check(st == ATTN_ERR_SHAPE && strstr(err.message, "multiples of 32"), name, "status %d: %s", (int)st, err.message);
+        check(st == ATTN_ERR_SHAPE && strstr(err.message, "key_dim is 40"), name, "status %d: %s", (int)st, err.message);
     else
         check(st == ATTN_OK, name, "status %d: %s", (int)st, err.message);
 
@@ -1232,12 +1232,42 @@ static const char *group_key_dot_expected(int64_t E) {
 /* One case: a contiguous cache (paged 0) or a pool of pages of 64 with keys
  * in `format` and a residual window of R, f32 values (Ev 64), S positions
  * appended in two pieces, L queries per sequence (no mask). */
-static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L, int64_t R) {
+/* Decode's output over q8 or q4 values whose integer set rounds the
+ * weights (value_dot bf16 pairs or int8) against out32, the f32 kernels'
+ * on the same dequantized keys and values: within that rounding's bound
+ * (bf16_value_bound, int8_value_bound) of each column, divided by the
+ * row's sum, plus 1e-5 of the largest |v| for f32's own sums. Returns the
+ * worst error / bound of the row. */
+static double values_vs_f32(const float *q, const float *k, const float *v, int64_t S, int64_t E, int64_t Ev,
+                            attn_dtype values, const float *out, const float *out32) {
+    double scale = 1 / sqrt((double)E), m = -INFINITY, sum = 0, worst = 0;
+    double *p = malloc(sizeof(double) * (size_t)S);
+    for (int64_t j = 0; j < S; j++) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; e++) dot += (double)q[e] * k[j * E + e];
+        p[j] = dot * scale, m = fmax(m, p[j]);
+    }
+    for (int64_t j = 0; j < S; j++) p[j] = exp(p[j] - m), sum += p[j];
+    bool int8 = !strcmp(value_dot_expected(values), "int8_avx512vnni");
+    for (int64_t e = 0; e < Ev; e++) {
+        double mag = 0, vmax = 0;
+        for (int64_t j = 0; j < S; j++) mag += p[j] * fabs(v[j * Ev + e]), vmax = fmax(vmax, fabs(v[j * Ev + e]));
+        double tol = (int8 ? int8_value_bound(p, v, Ev, S, e, values) : bf16_value_bound(mag, S)) / sum +
+                     1e-5 * vmax + 1e-30;
+        worst = fmax(worst, fabs((double)out[e] - out32[e]) / tol);
+    }
+    free(p);
+    return worst;
+}
+
+static void test_groups_values(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L, int64_t R,
+                               attn_dtype values) {
     enum { HK = 2, HQ = 8, EV = 64 };
-    char name[128];
+    char name[160];
     const char *fm = attn_dtype_name(format);
-    snprintf(name, sizeof name, "%s_keys_%s_E%lld_S%lld_L%lld%s%.0lld_decode", fm, paged ? "pool" : "cache",
-             (long long)E, (long long)S, (long long)L, R ? "_R" : "", (long long)R);
+    snprintf(name, sizeof name, "%s_keys_%s%s%s_E%lld_S%lld_L%lld%s%.0lld_decode", fm,
+             values == ATTN_F32 ? "" : attn_dtype_name(values), values == ATTN_F32 ? "" : "_values_",
+             paged ? "pool" : "cache", (long long)E, (long long)S, (long long)L, R ? "_R" : "", (long long)R);
     attn_error err;
     size_t bytes = 0;
     void *mem = NULL;
@@ -1247,7 +1277,7 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
     attn_status st;
     if (paged) {
         attn_kv_pages_desc d = attn_kv_pages_desc_default();
-        d.heads = HK, d.key_dim = E, d.value_dim = EV, d.dtype = ATTN_F32, d.key_dtype = format, d.page_size = 64;
+        d.heads = HK, d.key_dim = E, d.value_dim = EV, d.dtype = values, d.key_dtype = format, d.page_size = 64;
         d.residual = R;
         d.num_pages = S / 64 + 2, d.max_sequences = 2;
         st = attn_kv_pages_bytes(&bytes, &d, &err);
@@ -1255,7 +1285,7 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
         if (!st) st = attn_kv_pages_create(pool, &seq, &err);
     } else {
         attn_kv_cache_desc d = attn_kv_cache_desc_default();
-        d.batch = 1, d.heads = HK, d.capacity = (S + 31) / 32 * 32, d.key_dim = E, d.value_dim = EV, d.dtype = ATTN_F32;
+        d.batch = 1, d.heads = HK, d.capacity = (S + 31) / 32 * 32, d.key_dim = E, d.value_dim = EV, d.dtype = values;
         d.key_dtype = format, d.residual = R;
         st = attn_kv_cache_bytes(&bytes, &d, &err);
         if (!st) mem = malloc(bytes), st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
@@ -1366,6 +1396,19 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
               "status %d (%s), groups as documented %d, threads bitwise %d, error/bound %.3g, error/f32 part %.3g, "
               "vs f32 kernels/bound %.3g, line: %s", (int)st, st ? err.message : "", (int)held, (int)threads_same, bound,
               tight, vs32, line);
+    } else if (bf16_values(values) != ATTN_F32) { /* the keys widened, the values through the integer set */
+        double worst = 0;
+        for (int64_t h = 0; h < HQ && !st; h++)
+            for (int64_t i = 0; i < L; i++) {
+                int64_t hk = h / (HQ / HK), r = h * L + i;
+                worst = fmax(worst, values_vs_f32(q + r * E, gk + hk * S * E, gv + hk * S * EV, S, E, EV, values,
+                                                  o[1] + r * EV, o[2] + r * EV));
+            }
+        bool lse_same = !memcmp(l[1], l[2], (size_t)(HQ * L) * 4);
+        strcat(name, "_widened_lse_bitwise_out_within_value_bound_of_f32_on_dequantized_rows");
+        check(!st && held && line_ok && threads_same && lse_same && worst <= 1, name,
+              "status %d (%s), groups as documented %d, threads bitwise %d, lse bitwise %d, error/bound %.3g, line: %s",
+              (int)st, st ? err.message : "", (int)held, (int)threads_same, (int)lse_same, worst, line);
     } else {
         bool same = !memcmp(o[1], o[2], no * 4) && !memcmp(l[1], l[2], (size_t)(HQ * L) * 4);
         strcat(name, "_widened_bitwise_f32_on_dequantized_keys");
@@ -1375,6 +1418,10 @@ static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int6
     }
     free(k), free(v), free(gk), free(gv), free(g), free(q), free(mem);
     for (int t = 0; t < 3; t++) free(o[t]), free(l[t]);
+}
+
+static void test_groups(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L, int64_t R) {
+    test_groups_values(format, paged, E, S, L, R, ATTN_F32);
 }
 
 /* Each ISA's widening of quantized rows against the reference
@@ -2008,6 +2055,10 @@ int main(void) {
             test_groups(GROUPED[f], paged, 128, 331, 1, 128);
             test_groups(GROUPED[f], paged, 64, 1000, 3, 64);
             test_groups(GROUPED[f], paged, 96, 97, 2, 64); /* one group before the window */
+            /* values in blocks of 32 need value_dim of 32s, not key_dim: the keys are stored apart */
+            test_groups_values(GROUPED[f], paged, 48, 200, 1, 0, ATTN_Q8);
+            test_groups_values(GROUPED[f], paged, 40, 97, 2, 0, ATTN_Q4);
+            test_groups_values(GROUPED[f], paged, 48, 331, 1, 64, ATTN_Q4_1);
         }
     for (int f = 0; f < 2; f++) {
         test_groups_workspace(GROUPED[f], ATTN_F32, 0, 1, 1);

@@ -48,7 +48,7 @@ from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVP
 from ._memory import kv_zeros
 
 # The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
-# key_dim and value_dim multiples of 32.
+# value_dim, and key_dim unless key_dtype stores the keys, multiples of 32.
 _STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16,
             "q8": 6, "q4": 7, "e4m3": 8, "e5m2": 9, "q4_1": 10}
 
@@ -248,11 +248,12 @@ class KVPages:
     `heads` key/value heads of key_dim and value_dim (default key_dim),
     stored as float32, float16, 'bfloat16', or quantized: 'q8' or 'q4'
     (8 or 4 bits with a scale per block of 32 values), 'q4_1' (4 bits with a
-    scale and a minimum per block of 32; these three need key_dim and
-    value_dim multiples of 32), 'e4m3' or 'e5m2' (fp8); at most max_sequences
-    sequences at once, each of at most max_length positions (0: the whole
-    pool). key_dtype 'q4c' or 'q2c' stores the keys apart, 4 or 2 bits with
-    a scale and a minimum per channel over each group of 32 positions, each
+    scale and a minimum per block of 32; these three need value_dim, and
+    key_dim unless key_dtype stores the keys, multiples of 32), 'e4m3' or
+    'e5m2' (fp8); at most max_sequences sequences at once, each of at most
+    max_length positions (0: the whole pool, num_pages · page_size; more
+    than that is a ShapeError). key_dtype 'q4c' or 'q2c' stores the keys
+    apart, 4 or 2 bits with a scale and a minimum per channel over each group of 32 positions, each
     sequence's last positions not yet forming a group in float16 (KIVI; the
     values stay in dtype; page_size a multiple of 32; no k_scale, no
     hadamard). residual=R (with key_dtype; 0 or a multiple of 32 up to

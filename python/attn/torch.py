@@ -193,13 +193,14 @@ class _SDPA(torch.autograd.Function):
 
 
 def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
-    """Attention over inputs with a dimension of size 0, which the library
-    refuses (attn.h: every dimension >= 1) and torch takes (an empty batch,
-    no queries, no keys): torch's own math on them, so the result is empty,
-    or zeros where there are queries but no key (S = 0: softmax over no key
-    times no value), a row no key may reach 0 as the library gives it, and
-    autograd gives gradients of the inputs' shapes. Costs nothing: some
-    dimension is 0."""
+    """Attention over inputs with a dimension of size 0 (an empty batch, no
+    queries, no keys, or E, Ev or heads of 0): torch's own math on them. The
+    library takes L, S or a batch of 0 (attn.h, since 0.4.0) but refuses a 0
+    at E, Ev or the heads, which torch takes; one path for every 0 gives each
+    torch's result and autograd's gradients of the inputs' shapes: empty, or
+    zeros where there are queries but no key (S = 0: softmax over no key
+    times no value, as the library's out 0 gives it), a row no key may reach
+    0 as the library gives it. Costs nothing: some dimension is 0."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not t.is_floating_point():
             raise _core.DtypeError("%s is %s: float32, float64, float16 or bfloat16" % (name, t.dtype), 6)
@@ -277,8 +278,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     is_causal is top-left, and may come with an attn_mask (both apply: the
     library's rule; torch raises RuntimeError for the pair, so code that
     must also run on torch passes one or the other); a dimension of size 0 (an empty batch, no
-    queries, no keys), which the library takes nowhere, goes through torch's
-    own math, as torch gives it. Differentiable in query, key, value and a float
+    queries, no keys, or E, Ev or heads of 0, which the library refuses) goes through torch's
+    own math, as torch gives it: empty, or out 0 for queries without a key. Differentiable in query, key, value and a float
     attn_mask; float64 and float32 (key and value may be float16), and
     float16 and bfloat16 queries (keys and values float32, float16 or
     bfloat16), passed to the library by data pointer, computed in float32

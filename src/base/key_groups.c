@@ -185,6 +185,20 @@ attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t pag
     return ATTN_OK;
 }
 
+attn_status attn_check_block_dims(attn_dtype dtype, attn_dtype key_dtype, int64_t key_dim, int64_t value_dim,
+                                  const char *name, attn_error *err) {
+    if (!attn_quant_block_bytes(dtype)) return ATTN_OK;
+    bool keys_apart = attn_dtype_grouped(key_dtype);
+    if (value_dim % 32)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s->value_dim is %lld; %s values are stored in blocks of 32, so it must "
+                         "be a multiple of 32", name, (long long)value_dim, attn_dtype_name(dtype));
+    if (!keys_apart && key_dim % 32)
+        return attn_fail(err, ATTN_ERR_SHAPE, "%s->key_dim is %lld; %s keys are stored in blocks of 32, so it must "
+                         "be a multiple of 32 (or the keys quantized per channel: key_dtype q4c or q2c)",
+                         name, (long long)key_dim, attn_dtype_name(dtype));
+    return ATTN_OK;
+}
+
 attn_status attn_group_check_plain(attn_dtype key_dtype, const float *k_scale, int hadamard, const char *name,
                                    attn_error *err) {
     if (!key_dtype || (!k_scale && !hadamard)) return ATTN_OK;

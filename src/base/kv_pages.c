@@ -136,15 +136,15 @@ static bool storage_dtype(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F
 
 /* What a pool's pages may hold: those, or quantized rows of a size the
  * format takes (q8 and q4: a multiple of 32 values). */
-static attn_status check_page_dtype(attn_dtype dt, int64_t key_dim, int64_t value_dim, const char *name,
-                                    attn_error *err) {
+/* dt's blocks of 32 apply to the rows stored in it: the values, and the
+ * keys unless key_dtype stores them per channel (attn_group_check checks
+ * those). */
+static attn_status check_page_dtype(attn_dtype dt, attn_dtype key_dtype, int64_t key_dim, int64_t value_dim,
+                                    const char *name, attn_error *err) {
     if (dt != ATTN_F64 && !storage_dtype(dt) && !attn_dtype_quantized(dt))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f64, f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2",
                          name);
-    if (attn_quant_block_bytes(dt) && (key_dim % 32 || value_dim % 32))
-        return attn_fail(err, ATTN_ERR_SHAPE, "%s->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
-                         name, (long long)key_dim, (long long)value_dim, attn_dtype_name(dt));
-    return ATTN_OK;
+    return attn_check_block_dims(dt, key_dtype, key_dim, value_dim, name, err);
 }
 
 /* The caller's desc (read up to its struct_size) checked, and its layout. */
@@ -168,10 +168,16 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
     if (d->max_sequences < 1 || d->max_sequences > INT32_MAX)
         return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_sequences is %lld; it must be 1 to %d",
                          (long long)d->max_sequences, INT32_MAX);
-    if (d->max_length < 0)
-        return attn_fail(err, ATTN_ERR_SHAPE, "desc->max_length is %lld; it must be 0 (num_pages · page_size) or more",
-                         (long long)d->max_length);
-    if ((st = check_page_dtype(d->dtype, d->key_dim, d->value_dim, "desc", err)) ||
+    /* A sequence never holds a page twice, so it can hold no more than the
+     * pool's positions: a longer max_length (the size of another pool, or
+     * of a pool meant to grow) is refused rather than quietly cut down.
+     * num_pages · page_size fits: at most INT32_MAX · 256. */
+    if (d->max_length < 0 || d->max_length > d->num_pages * d->page_size)
+        return attn_fail(err, ATTN_ERR_SHAPE,
+                         "desc->max_length is %lld; it must be 0 (the pool's num_pages · page_size) to num_pages · "
+                         "page_size = %lld",
+                         (long long)d->max_length, (long long)(d->num_pages * d->page_size));
+    if ((st = check_page_dtype(d->dtype, d->key_dtype, d->key_dim, d->value_dim, "desc", err)) ||
         (st = attn_group_check(d->key_dtype, d->dtype, d->page_size, d->key_dim, "desc", "desc->page_size", err)) ||
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
         (st = attn_group_check_residual(d->key_dtype, d->residual, "desc", err)) ||
@@ -179,10 +185,7 @@ static attn_status read_desc(attn_kv_pages_desc *d, layout *l, const attn_kv_pag
         (st = attn_check_hadamard(d->hadamard, d->dtype, d->key_dim, "desc", err)) ||
         (st = check_head_major(d->head_major, "desc", err)))
         return st;
-    /* A sequence never holds a page twice, so no table needs more than
-     * num_pages entries, whatever max_length says. */
-    l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages;
-    if (l->table_stride > d->num_pages) l->table_stride = d->num_pages;
+    l->table_stride = d->max_length ? pages_for(d->max_length, d->page_size) : d->num_pages; /* <= num_pages */
     int64_t next = attn_round_up((int64_t)sizeof(attn_kv_pages), ALIGN), kb, vb, entries, res = 0;
     if (!attn_mul_i64(d->max_sequences, l->table_stride, &entries) ||
         (d->key_dtype && (!residual_values(&res, d->heads, d->residual, d->key_dim) ||
@@ -717,7 +720,7 @@ static attn_status read_view(attn_kv_paged_view *w, const attn_kv_paged_view *in
     if (w->num_sequences < 0)
         return attn_fail(err, ATTN_ERR_SHAPE, "view->num_sequences is %lld; it must be 0 or more",
                          (long long)w->num_sequences);
-    if ((st = check_page_dtype(w->dtype, w->key_dim, w->value_dim, "view", err)) ||
+    if ((st = check_page_dtype(w->dtype, w->key_dtype, w->key_dim, w->value_dim, "view", err)) ||
         (st = attn_group_check(w->key_dtype, w->dtype, w->page_size, w->key_dim, "view", "view->page_size", err)) ||
         (st = attn_group_check_plain(w->key_dtype, w->k_scale, w->hadamard, "view", err)) ||
         (st = attn_group_check_residual(w->key_dtype, w->residual, "view", err)) ||

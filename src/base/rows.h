@@ -214,6 +214,12 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
  * messages ("desc->page_size"). */
 attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t page, int64_t key_dim, const char *name,
                              const char *what, attn_error *err);
+/* A cache's dtype in blocks of 32 (q8, q4, q4_1) needs the rows stored in
+ * it of multiples of 32: value_dim, and key_dim unless key_dtype (q4c,
+ * q2c) stores the keys, whose own needs attn_group_check checks.
+ * ATTN_ERR_SHAPE, naming name->value_dim or name->key_dim. */
+attn_status attn_check_block_dims(attn_dtype dtype, attn_dtype key_dtype, int64_t key_dim, int64_t value_dim,
+                                  const char *name, attn_error *err);
 /* Keys quantized per channel are neither scaled per head nor turned by the
  * Hadamard rotation (both act on keys stored in dtype): with a key_dtype,
  * k_scale must be NULL and hadamard 0 (ATTN_ERR_OPTION). */

@@ -47,8 +47,8 @@ void attn_reference_kernel(const attn_problem *p, double *work) {
         double m, l, m0;
         attn_softmax_start(p, &m, &l); /* a sink's (m, l), or (-inf, 0) */
         m0 = m;
-        for (int64_t j = 0; j < S; j++)
-            if (scores[j] > m) m = scores[j];
+        for (int64_t j = 0; j < S; j++) /* a NaN score is the maximum: the row is NaN, lse too (below) */
+            if (scores[j] > m || isnan(scores[j])) m = scores[j];
         l = l == 0 ? 0.0 : attn_softmax_term(m0, m);
         for (int64_t j = 0; j < S; j++)
             if (scores[j] != -INFINITY) l += attn_softmax_term(scores[j], m);

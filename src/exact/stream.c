@@ -44,8 +44,11 @@ static void online_update(double *m, double *l, double *acc, const double *score
                           int64_t Ev, const attn_problem *p, int64_t i, int64_t j0) {
     double m_new = *m;
     for (int64_t c = 0; c < nc; c++)
-        if (scores[c] > m_new) m_new = scores[c]; /* NaN never wins: it stays in l */
-    if (m_new != *m) {
+        /* A NaN score is the maximum from then on (no score compares above
+         * it), so that the row's lse is NaN, as torch.logsumexp gives it,
+         * beside a +inf score too, whose maximum alone gives lse +inf. */
+        if (scores[c] > m_new || isnan(scores[c])) m_new = scores[c];
+    if (m_new != *m) { /* (and every block once m is NaN: alpha NaN keeps l and acc NaN) */
         double alpha = attn_exp_or_zero(*m - m_new); /* 0 when the old maximum was -inf */
         *l *= alpha;
         for (int64_t e = 0; e < Ev; e++) acc[e] *= alpha;

@@ -91,8 +91,7 @@ static bool put_f32(float *restrict out, const double *restrict acc, double den,
 bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const attn_part_row *parts,
                     int n, int64_t Ev) {
     /* The largest maximum of a part with keys; each part then weighs
-     * l_i exp(m_i - m), and a part at the maximum exactly l_i, which also
-     * covers +inf. */
+     * l_i exp(m_i - m), and a part at the maximum exactly l_i. */
     double m = -INFINITY, den = 0;
     for (int i = 0; i < n; i++)
         if (isnan(parts[i].m) || isnan(parts[i].l)) { /* a NaN score: attention over all the keys is NaN */
@@ -105,6 +104,11 @@ bool attn_merge_row(void *out, int64_t os, double *lse, attn_dtype dtype, const 
         for (int64_t e = 0; e < Ev; e++) set(out, dtype, e * os, 0.0);
         if (lse) *lse = -INFINITY;
         return true;
+    }
+    if (m == INFINITY) { /* a +inf score in some part: e^(inf - inf), as attention over all the keys gives it */
+        for (int64_t e = 0; e < Ev; e++) set(out, dtype, e * os, NAN);
+        if (lse) *lse = INFINITY;
+        return false;
     }
     bool finite = true;
     if (copies(out, os, dtype, parts, n, Ev)) { /* the row of the one part, as the sum below gives it */

@@ -98,8 +98,12 @@ static void swap_elements(unsigned char *p, size_t n, size_t size) {
 static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
     /* '<' little-endian, '>' big-endian: NumPy reads both ('>f4' is what
      * x.astype('>f4') or data from a big-endian source saves), and so does
-     * this, the bytes reversed once read. */
-    const char *k = d[0] == '<' || d[0] == '>' ? d + 1 : "";
+     * this, the bytes reversed once read. '=' (native), '|' (no order) and
+     * no order character at all are what a hand-written header may hold:
+     * NumPy takes each as the machine's order, even for an 8-byte float
+     * ('|f8' reads as '<f8' on a little-endian machine), and so does this
+     * on its little-endian host. */
+    const char *k = d[0] && strchr("<>=|", d[0]) ? d + 1 : d;
     h->swap = d[0] == '>';
     if (h->ints) {
         if (strcmp(k, "i8") == 0) h->int_bytes = 8;
@@ -112,7 +116,7 @@ static attn_status parse_descr(npy_layout *h, const char *d, attn_error *err) {
     if (strcmp(k, "f4") == 0) h->dtype = ATTN_F32;
     else if (strcmp(k, "f2") == 0) h->dtype = ATTN_F16;
     else if (strcmp(k, "f8") == 0) h->dtype = ATTN_F64;
-    else if (strcmp(d, "|b1") == 0) h->dtype = ATTN_BOOL;
+    else if (strcmp(k, "b1") == 0 || strcmp(k, "?") == 0) h->dtype = ATTN_BOOL; /* '?': bool's type code */
     else if (strchr(d, 'O'))
         return attn_fail(err, ATTN_ERR_NPY_UNSUPPORTED, "object arrays ('%s') are not supported",
                          d);

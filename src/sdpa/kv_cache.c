@@ -89,10 +89,8 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     if (d->dtype != ATTN_F64 && d->dtype != ATTN_F32 && d->dtype != ATTN_F16 && d->dtype != ATTN_BF16 &&
         !attn_dtype_quantized(d->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16, or quantized: q8, q4, q4_1, e4m3 or e5m2");
-    if (attn_quant_block_bytes(d->dtype) && (d->key_dim % 32 || d->value_dim % 32))
-        return attn_fail(err, ATTN_ERR_SHAPE, "desc->key_dim %lld and value_dim %lld must be multiples of 32 for %s",
-                         (long long)d->key_dim, (long long)d->value_dim, attn_dtype_name(d->dtype));
-    if ((st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)) ||
+    if ((st = attn_check_block_dims(d->dtype, d->key_dtype, d->key_dim, d->value_dim, "desc", err)) ||
+        (st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)) ||
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||
         (st = attn_group_check_residual(d->key_dtype, d->residual, "desc", err)) ||
         (st = attn_check_head_scales(d->k_scale, d->v_scale, d->heads, d->dtype, "desc", err)) ||

@@ -25,6 +25,14 @@ def npy(a, version=None):
     return b.getvalue()
 
 
+def with_descr(data, old, new):
+    """A .npy file's bytes with its descr changed, the header's padding made up so its length stays."""
+    data = data.replace(b"'%s'" % old.encode(), b"'%s'" % new.encode(), 1)
+    end = data.index(b"\n")
+    grow = len(new) - len(old)
+    return data[:end - grow] + data[end:] if grow > 0 else data[:end] + b" " * -grow + data[end:]
+
+
 def safetensors_raw(header, data=b""):
     """A safetensors file: the header's JSON text (bytes) after its 8-byte length, then the data."""
     return struct.pack("<Q", len(header)) + header + data
@@ -67,6 +75,13 @@ def main():
     write("npy", "big_endian.npy", npy(arrays["f32_2x3"].astype(">f4")))
     nul = npy(arrays["f32_2x3"]).replace(b"'<f4'", b"'<f4\0'", 1)  # a NUL in the descr, a padding space less
     write("npy", "nul_in_descr.npy", nul[:nul.index(b"\n") - 1] + nul[nul.index(b"\n"):])
+    # Byte orders NumPy reads as the machine's: '=' (native), '|' (none, even
+    # for an 8-byte float), no order character, and bool by its type code '?'
+    write("npy", "native_order_f8.npy", with_descr(npy(arrays["f64_4d"]), "<f8", "=f8"))
+    write("npy", "no_order_f4.npy", with_descr(npy(arrays["f32_2x3"]), "<f4", "|f4"))
+    write("npy", "bare_f2.npy", with_descr(npy(arrays["f16_5"]), "<f2", "f2"))
+    write("npy", "bool_type_code.npy", with_descr(npy(arrays["bool_3x4"]), "|b1", "?"))
+    write("npy", "cu_i8_native_order.npy", with_descr(npy(np.array([0, 3, 3, 8], np.int64)), "<i8", "=i8"))
     # --cu-seqlens-q/-k offsets: the integers attn_npy_read_i64 reads (fuzz_npy reads each input as a file too)
     write("npy", "cu_i8.npy", npy(np.array([0, 3, 3, 8], np.int64)))
     write("npy", "cu_i4_big_endian.npy", npy(np.array([0, 5, 9], ">i4")))
