@@ -1248,12 +1248,19 @@ static double values_vs_f32(const float *q, const float *k, const float *v, int6
         p[j] = dot * scale, m = fmax(m, p[j]);
     }
     for (int64_t j = 0; j < S; j++) p[j] = exp(p[j] - m), sum += p[j];
-    bool int8 = !strcmp(value_dot_expected(values), "int8_avx512vnni");
+    const char *vd = value_dot_expected(values);
+    bool int8 = !strcmp(vd, "int8_avx512vnni"), bf16 = !strcmp(vd, "bf16_avx512bf16");
     for (int64_t e = 0; e < Ev; e++) {
         double mag = 0, vmax = 0;
         for (int64_t j = 0; j < S; j++) mag += p[j] * fabs(v[j * Ev + e]), vmax = fmax(vmax, fabs(v[j * Ev + e]));
-        double tol = (int8 ? int8_value_bound(p, v, Ev, S, e, values) : bf16_value_bound(mag, S)) / sum +
-                     1e-5 * vmax + 1e-30;
+        /* f32 FMAs on the codes (value_dot=f32_*): the same weights (lse
+         * bitwise) times d · code associated otherwise, (p · d) · code, and
+         * summed in another order: two roundings a product and S in the sum,
+         * on each side. */
+        double rounding = int8   ? int8_value_bound(p, v, Ev, S, e, values)
+                          : bf16 ? bf16_value_bound(mag, S)
+                                 : (double)(S + 4) * 0x1p-23 * mag + (double)(S + 4) * 0x1p-126;
+        double tol = rounding / sum + (int8 || bf16 ? 1e-5 * vmax : 0) + 1e-30;
         worst = fmax(worst, fabs((double)out[e] - out32[e]) / tol);
     }
     free(p);
@@ -1396,7 +1403,7 @@ static void test_groups_values(attn_dtype format, int paged, int64_t E, int64_t 
               "status %d (%s), groups as documented %d, threads bitwise %d, error/bound %.3g, error/f32 part %.3g, "
               "vs f32 kernels/bound %.3g, line: %s", (int)st, st ? err.message : "", (int)held, (int)threads_same, bound,
               tight, vs32, line);
-    } else if (bf16_values(values) != ATTN_F32) { /* the keys widened, the values through the integer set */
+    } else if (values != ATTN_F32 && value_dot_expected(values)[0]) { /* the keys widened, the values through the integer set */
         double worst = 0;
         for (int64_t h = 0; h < HQ && !st; h++)
             for (int64_t i = 0; i < L; i++) {
