@@ -443,7 +443,7 @@ def main():
                np.array_equal(np.load(os.path.join(TMP, "o_%s.npy" % label)), np.load(os.path.join(TMP, "ole.npy"))),
                r.stderr)
     q64 = q32.astype(np.float64)
-    (q8, s8), = (redescr("q_f8_none.npy", q64, "|f8"),)
+    q8, s8 = redescr("q_f8_none.npy", q64, "|f8")
     r8 = attn("sdpa", "-q", q8, "-k", save("k64.npy", k32.astype(np.float64)),
               "-v", save("v64.npy", v32.astype(np.float64)), "-o", "o_f8_none.npy")
     rl8 = attn("sdpa", "-q", save("q64.npy", q64), "-k", "k64.npy", "-v", "v64.npy", "-o", "o_f8_le.npy")
@@ -459,7 +459,7 @@ def main():
         r = attn(*unmasked, "-m", path, "-o", "om.npy")
         report("file_bool_descr_%s_read" % label, same and r.returncode == 0 and rl.returncode == 0 and np.array_equal(
             np.load(os.path.join(TMP, "om.npy")), np.load(os.path.join(TMP, "om_le.npy"))), r.stderr + rl.stderr)
-    (cq_native, sc), = (redescr("cq_native.npy", np.array([0, 3, 3, 8], np.int64), "=i8"),)
+    cq_native, sc = redescr("cq_native.npy", np.array([0, 3, 3, 8], np.int64), "=i8")
     rb = attn(*ragged_be, "-o", "out_native.npy", "--cu-seqlens-q", cq_native, "--cu-seqlens-k", ck)
     report("file_native_order_offsets_read", sc and rb.returncode == 0 and np.array_equal(
         np.load(os.path.join(TMP, "out_native.npy")), np.load(os.path.join(TMP, "out_le.npy"))), rb.stderr)

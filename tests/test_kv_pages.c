@@ -953,10 +953,10 @@ static void test_grouped_truncate_saturates(void) {
             void *mem = NULL;
             attn_kv_pages *pool = NULL;
             attn_kv_cache *c = NULL;
-            int64_t seq = 0, cu[2] = {0, n}, shape[3] = {n, 1, E}, gs[3] = {1, n, E};
+            /* the pool's packed rows (n, 1, E); the cache's (n, E) for its one head */
+            int64_t seq = 0, cu[2] = {0, n}, pshape[3] = {n, 1, E}, cshape[2] = {n, E}, gs[3] = {1, n, E};
             attn_tensor tk, tv, gk, gv;
-            attn_tensor_init(&tk, k, ATTN_F32, cache ? 2 : 3, cache ? shape + 1 : shape, NULL, NULL);
-            if (cache) tk.shape[0] = n, tk.shape[1] = E;
+            attn_tensor_init(&tk, k, ATTN_F32, cache ? 2 : 3, cache ? cshape : pshape, NULL, NULL);
             tv = tk, tv.data = v;
             size_t bytes;
             if (cache) {

@@ -1229,15 +1229,13 @@ static const char *group_key_dot_expected(int64_t E) {
     return qk && qk->groups && E % 32 == 0 ? qk->groups->name : "";
 }
 
-/* One case: a contiguous cache (paged 0) or a pool of pages of 64 with keys
- * in `format` and a residual window of R, f32 values (Ev 64), S positions
- * appended in two pieces, L queries per sequence (no mask). */
-/* Decode's output over q8 or q4 values whose integer set rounds the
- * weights (value_dot bf16 pairs or int8) against out32, the f32 kernels'
- * on the same dequantized keys and values: within that rounding's bound
- * (bf16_value_bound, int8_value_bound) of each column, divided by the
- * row's sum, plus 1e-5 of the largest |v| for f32's own sums. Returns the
- * worst error / bound of the row. */
+/* Decode's output over q8 or q4 values through the integer set against
+ * out32, the f32 kernels' on the same dequantized keys and values, column
+ * by column: where the set rounds the weights (value_dot bf16 pairs or
+ * int8), within that rounding's bound (bf16_value_bound, int8_value_bound)
+ * plus 1e-5 of the largest |v| for f32's own sums; where it takes f32 FMAs
+ * on the codes, within f32's rounding of both sides' sums (below); each
+ * divided by the row's sum. Returns the worst error / bound of the row. */
 static double values_vs_f32(const float *q, const float *k, const float *v, int64_t S, int64_t E, int64_t Ev,
                             attn_dtype values, const float *out, const float *out32) {
     double scale = 1 / sqrt((double)E), m = -INFINITY, sum = 0, worst = 0;
@@ -1267,6 +1265,9 @@ static double values_vs_f32(const float *q, const float *k, const float *v, int6
     return worst;
 }
 
+/* One case: a contiguous cache (paged 0) or a pool of pages of 64 with keys
+ * in `format` and a residual window of R, values in `values` (Ev 64), S
+ * positions appended in two pieces, L queries per sequence (no mask). */
 static void test_groups_values(attn_dtype format, int paged, int64_t E, int64_t S, int64_t L, int64_t R,
                                attn_dtype values) {
     enum { HK = 2, HQ = 8, EV = 64 };
