@@ -1545,9 +1545,10 @@ ATTN_API attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *mem
  * tensors must have the plan's ranks, shapes, strides and dtypes; only
  * their data differ (and the strides of dimensions of size 1, or of a
  * tensor with no element, which place no element). workspace: at least the plan's workspace_bytes (no
- * alignment needed); the call allocates nothing. Threads: the plan's.
+ * alignment needed); NULL (workspace_size then unread) where the plan's workspace_bytes is 0;
+ * the call allocates nothing. Threads: the plan's.
  * ATTN_VERBOSE prints the line of the planned call. Errors: ATTN_ERR_NULL
- * (plan, a tensor or its data, workspace), ATTN_ERR_PLAN (a tensor unlike
+ * (plan, a tensor or its data, workspace NULL where the plan needs some), ATTN_ERR_PLAN (a tensor unlike
  * the plan's, naming it; memory that holds no plan), ATTN_ERR_WORKSPACE
  * (workspace_size below the plan's), ATTN_ERR_STRIDE (an output overlapping
  * an input; the workspace overlapping a tensor, a mask or the plan's
@@ -2657,8 +2658,10 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
 /* Run one layer from a paged plan: out and lse (NULL exactly when the
  * plan's lse was) get what attn_kv_paged_attend gives for q over the
  * planned view with these pages, bitwise. workspace: at least the plan's
- * workspace_bytes. ATTN_VERBOSE prints an "sdpa_run paged" line. Errors:
- * ATTN_ERR_NULL (plan, a tensor or its data, the pages, workspace),
+ * workspace_bytes (NULL where that is 0, as for attn_sdpa_run).
+ * ATTN_VERBOSE prints an "sdpa_run paged" line. Errors:
+ * ATTN_ERR_NULL (plan, a tensor or its data, the pages, workspace NULL
+ * where the plan needs some),
  * ATTN_ERR_PLAN (a tensor unlike the plan's; memory that holds no paged
  * plan: attn_sdpa_run takes the others, and refuses this one; a planned
  * view whose generation counter has moved on since the plan was made:
