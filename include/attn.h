@@ -1203,13 +1203,15 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     ones), and an infinite v_j under it makes out NaN (0 · inf) where
  *     PyTorch's is ±inf (both give NaN under a weight that is 0 in f64,
  *     more than about 745 below, and for a NaN v_j). An f32 result below
- *     FLT_MIN in magnitude may be written as 0: the weights, the exact kernel's outputs, the decode
- *     kernel's outputs and the gradients the fused backward writes straight
- *     into their outputs are; the flash kernel's outputs and gradients
- *     summed in f64 first (every gradient of the exact kernel, a broadcast
- *     input's, dk and dv under GQA) keep their subnormals. So results of two kernels may differ by up to
- *     FLT_MIN there, and every f32 bound in this header holds within FLT_MIN
- *     more, absolute, a term that passes the others only for results near
+ *     FLT_MIN in magnitude is written as 0 by some kernels and kept by
+ *     others, whatever the ISA: written as 0 are the weights, lse (by every
+ *     kernel), the exact kernel's out, the decode kernel's out and the
+ *     gradients the fused backward writes straight into their outputs; kept
+ *     are the flash kernel's out and the gradients summed in f64 first
+ *     (every gradient of the exact kernel, a broadcast input's, dk and dv
+ *     under GQA; tests/test_subnormal.c checks each). So results of two
+ *     kernels may differ by up to FLT_MIN there, and every f32 bound in
+ *     this header holds within FLT_MIN more, absolute, a term that passes the others only for results near
  *     FLT_MIN / 2e-5, about 6e-34 (values, or dout, of that size). The
  *     caller's floating-point modes (FTZ, DAZ) are never changed.
  *
