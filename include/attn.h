@@ -1203,13 +1203,15 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     ones), and an infinite v_j under it makes out NaN (0 · inf) where
  *     PyTorch's is ±inf (both give NaN under a weight that is 0 in f64,
  *     more than about 745 below, and for a NaN v_j). An f32 result below
- *     FLT_MIN in magnitude may be written as 0: the weights, the exact kernel's outputs, the decode
- *     kernel's outputs and the gradients the fused backward writes straight
- *     into their outputs are; the flash kernel's outputs and gradients
- *     summed in f64 first (every gradient of the exact kernel, a broadcast
- *     input's, dk and dv under GQA) keep their subnormals. So results of two kernels may differ by up to
- *     FLT_MIN there, and every f32 bound in this header holds within FLT_MIN
- *     more, absolute, a term that passes the others only for results near
+ *     FLT_MIN in magnitude is written as 0 by some kernels and kept by
+ *     others, whatever the ISA: written as 0 are the weights, lse (by every
+ *     kernel), the exact kernel's out, the decode kernel's out and the
+ *     gradients the fused backward writes straight into their outputs; kept
+ *     are the flash kernel's out and the gradients summed in f64 first
+ *     (every gradient of the exact kernel, a broadcast input's, dk and dv
+ *     under GQA; tests/test_subnormal.c checks each). So results of two
+ *     kernels may differ by up to FLT_MIN there, and every f32 bound in
+ *     this header holds within FLT_MIN more, absolute, a term that passes the others only for results near
  *     FLT_MIN / 2e-5, about 6e-34 (values, or dout, of that size). The
  *     caller's floating-point modes (FTZ, DAZ) are never changed.
  *
@@ -1545,9 +1547,10 @@ ATTN_API attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *mem
  * tensors must have the plan's ranks, shapes, strides and dtypes; only
  * their data differ (and the strides of dimensions of size 1, or of a
  * tensor with no element, which place no element). workspace: at least the plan's workspace_bytes (no
- * alignment needed); the call allocates nothing. Threads: the plan's.
+ * alignment needed); NULL (workspace_size then unread) where the plan's workspace_bytes is 0;
+ * the call allocates nothing. Threads: the plan's.
  * ATTN_VERBOSE prints the line of the planned call. Errors: ATTN_ERR_NULL
- * (plan, a tensor or its data, workspace), ATTN_ERR_PLAN (a tensor unlike
+ * (plan, a tensor or its data, workspace NULL where the plan needs some), ATTN_ERR_PLAN (a tensor unlike
  * the plan's, naming it; memory that holds no plan), ATTN_ERR_WORKSPACE
  * (workspace_size below the plan's), ATTN_ERR_STRIDE (an output overlapping
  * an input; the workspace overlapping a tensor, a mask or the plan's
@@ -2657,8 +2660,10 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
 /* Run one layer from a paged plan: out and lse (NULL exactly when the
  * plan's lse was) get what attn_kv_paged_attend gives for q over the
  * planned view with these pages, bitwise. workspace: at least the plan's
- * workspace_bytes. ATTN_VERBOSE prints an "sdpa_run paged" line. Errors:
- * ATTN_ERR_NULL (plan, a tensor or its data, the pages, workspace),
+ * workspace_bytes (NULL where that is 0, as for attn_sdpa_run).
+ * ATTN_VERBOSE prints an "sdpa_run paged" line. Errors:
+ * ATTN_ERR_NULL (plan, a tensor or its data, the pages, workspace NULL
+ * where the plan needs some),
  * ATTN_ERR_PLAN (a tensor unlike the plan's; memory that holds no paged
  * plan: attn_sdpa_run takes the others, and refuses this one; a planned
  * view whose generation counter has moved on since the plan was made:

@@ -742,6 +742,93 @@ static void empty_varlen_plan(void) {
     free(memory), free(work), free(q.data), free(out.data), free(lse.data);
 }
 
+/* A plan whose workspace_bytes is 0 runs with no workspace: a caller who
+ * asked and got 0 passes NULL and 0, for every kind of run (dense,
+ * ragged, paged, a paged run over a layer's view). A plan that needs bytes
+ * still refuses NULL, naming what it needs (ATTN_ERR_NULL), writing
+ * nothing. */
+static void runs_without_workspace(void) {
+    attn_error err;
+    size_t bytes = 0, ws = 1;
+    attn_sdpa_plan *plan = NULL;
+    attn_sdpa_plan_bytes(&bytes, 2, &err); /* the largest plan below: a batch of 2 */
+    char *memory = malloc(bytes);
+    /* Dense, no query rows, and no keys (out 0, as attn_sdpa writes it). */
+    int64_t sq0[3] = {2, 0, 8}, sk[3] = {2, 5, 8}, sl0[2] = {2, 0}, sq[3] = {2, 3, 8}, sk0[3] = {2, 0, 8}, sl[2] = {2, 3};
+    attn_tensor q0 = make(ATTN_F32, 3, sq0), k = make(ATTN_F32, 3, sk), v = make(ATTN_F32, 3, sk);
+    attn_tensor o0 = make(ATTN_F32, 3, sq0), l0 = make(ATTN_F32, 2, sl0);
+    attn_status st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &o0, &l0, &q0, &k, &v, NULL, &err);
+    if (!st && ws == 0) st = attn_sdpa_run(plan, &o0, &l0, &q0, &k, &v, NULL, 0, &err);
+    check(!st && ws == 0, "dense_run_of_no_queries_without_workspace", "status %d, workspace_bytes %zu: %s", (int)st,
+          ws, err.message);
+    attn_tensor q = make(ATTN_F32, 3, sq), k0 = make(ATTN_F32, 3, sk0), v0 = make(ATTN_F32, 3, sk0);
+    attn_tensor o = make(ATTN_F32, 3, sq), l = make(ATTN_F32, 2, sl), want = make(ATTN_F32, 3, sq), wl = make(ATTN_F32, 2, sl);
+    memset(o.data, 0x5a, bytes_of(&o));
+    ws = 1;
+    st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &o, &l, &q, &k0, &v0, NULL, &err);
+    if (!st && ws == 0) st = attn_sdpa_run(plan, &o, &l, &q, &k0, &v0, NULL, 0, &err);
+    if (!st && ws == 0) st = attn_sdpa(&want, &wl, NULL, &q, &k0, &v0, NULL, &err);
+    check(!st && ws == 0 && same_bits(&o, &want) && same_bits(&l, &wl), "dense_run_of_no_keys_without_workspace",
+          "status %d, workspace_bytes %zu: %s", (int)st, ws, st ? err.message : "out or lse differs from attn_sdpa's");
+    /* Ragged: a batch of none, and one whose sequences have no queries. */
+    int64_t cu0[1] = {0}, cu_q[3] = {0, 0, 0}, cu_k[3] = {0, 2, 5}, pk[3] = {5, 2, 8}, pq[3] = {0, 2, 8};
+    attn_tensor pq0 = make(ATTN_F32, 3, pq), pk5 = make(ATTN_F32, 3, pk), po0 = make(ATTN_F32, 3, pq);
+    ws = 1;
+    st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &po0, NULL, &pq0, &pq0, &pq0, cu0, cu0, 0, NULL, NULL, &err);
+    if (!st && ws == 0) st = attn_sdpa_run(plan, &po0, NULL, &pq0, &pq0, &pq0, NULL, 0, &err);
+    check(!st && ws == 0, "varlen_run_of_no_sequences_without_workspace", "status %d, workspace_bytes %zu: %s", (int)st,
+          ws, err.message);
+    ws = 1;
+    st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &po0, NULL, &pq0, &pk5, &pk5, cu_q, cu_k, 2, NULL, NULL,
+                                    &err);
+    if (!st && ws == 0) st = attn_sdpa_run(plan, &po0, NULL, &pq0, &pk5, &pk5, NULL, 0, &err);
+    check(!st && ws == 0, "varlen_run_of_no_queries_without_workspace", "status %d, workspace_bytes %zu: %s", (int)st,
+          ws, err.message);
+    /* Paged: a step with no queries over one sequence of 9 positions, by
+     * the planned pages and by the layer's view. */
+    float *pages = calloc(2 * 16 * 8, sizeof(float));
+    int64_t len[1] = {9}, cu[2] = {0, 0}, s0[3] = {0, 1, 8}, ls0[2] = {0, 1};
+    int32_t table[1] = {1};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.heads = 1, w.key_dim = w.value_dim = 8, w.page_size = 16, w.num_pages = 2;
+    w.k_pages = w.v_pages = pages, w.num_sequences = 1, w.lengths = len, w.page_table = table, w.table_stride = 1;
+    attn_tensor gq = make(ATTN_F32, 3, s0), go = make(ATTN_F32, 3, s0), gl = make(ATTN_F32, 2, ls0);
+    ws = 1;
+    st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &go, &gl, &gq, cu, &w, NULL, NULL, &err);
+    if (!st && ws == 0) st = attn_kv_paged_run(plan, &go, &gl, &gq, pages, pages, NULL, 0, &err);
+    check(!st && ws == 0, "paged_run_of_no_queries_without_workspace", "status %d, workspace_bytes %zu: %s", (int)st,
+          ws, err.message);
+    if (!st) st = attn_kv_paged_run_view(plan, &go, &gl, &gq, &w, NULL, 0, &err);
+    check(!st, "paged_run_view_of_no_queries_without_workspace", "status %d: %s", (int)st, err.message);
+    /* A plan that needs bytes: NULL is refused by name, for each run. An
+     * f16 q needs its f32 stand-ins, even without rows. */
+    attn_tensor hq = make(ATTN_F16, 3, s0), ho = make(ATTN_F16, 3, s0);
+    ws = 0;
+    st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &ho, &gl, &hq, cu, &w, NULL, NULL, &err);
+    attn_status r1 = st ? st : attn_kv_paged_run(plan, &ho, &gl, &hq, pages, pages, NULL, ws, &err);
+    check(!st && ws > 0 && r1 == ATTN_ERR_NULL && strstr(err.message, "workspace is NULL"),
+          "paged_run_needing_workspace_refuses_null", "plan %d, workspace_bytes %zu, run %d: %s", (int)st, ws, (int)r1,
+          err.message);
+    attn_status r2 = st ? st : attn_kv_paged_run_view(plan, &ho, &gl, &hq, &w, NULL, 0, &err);
+    check(!st && r2 == ATTN_ERR_NULL && strstr(err.message, "workspace is NULL"),
+          "paged_run_view_needing_workspace_refuses_null", "run %d: %s", (int)r2, err.message);
+    int64_t hs[3] = {3, 2, 8};
+    attn_tensor hq3 = make(ATTN_F16, 3, hs), ho3 = make(ATTN_F16, 3, hs);
+    memset(ho3.data, 0x5a, bytes_of(&ho3));
+    ws = 0;
+    st = attn_sdpa_varlen_plan_init(&plan, memory, bytes, &ws, &ho3, NULL, &hq3, &pk5, &pk5, (int64_t[]){0, 1, 3}, cu_k, 2,
+                                    NULL, NULL, &err);
+    attn_status r3 = st ? st : attn_sdpa_run(plan, &ho3, NULL, &hq3, &pk5, &pk5, NULL, 0, &err);
+    check(!st && ws > 0 && r3 == ATTN_ERR_NULL && strstr(err.message, "the plan needs") &&
+              ((unsigned char *)ho3.data)[0] == 0x5a,
+          "varlen_run_needing_workspace_refuses_null", "plan %d, workspace_bytes %zu, run %d: %s", (int)st, ws, (int)r3,
+          err.message);
+    attn_tensor *all[] = {&q0, &k, &v, &o0, &l0, &q, &k0, &v0, &o, &l, &want, &wl, &pq0, &pk5, &po0, &gq, &go, &gl,
+                          &hq, &ho, &hq3, &ho3};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    free(pages), free(memory);
+}
+
 /* A 16-bit q without query rows (every sequence of the step without
  * queries): the run takes its empty f32 stand-ins from the workspace, one
  * element each at least, and the plan's workspace_bytes must count them.
@@ -1115,6 +1202,7 @@ int main(void) {
     descaled_plans();
     empty_varlen_plan();
     empty_half_plans();
+    runs_without_workspace();
     verbose_names_half_q();
     verbose_empty_calls();
     verbose_ragged_backward_without_work();

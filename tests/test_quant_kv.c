@@ -1231,34 +1231,51 @@ static const char *group_key_dot_expected(int64_t E) {
 
 /* Decode's output over q8 or q4 values through the integer set against
  * out32, the f32 kernels' on the same dequantized keys and values, column
- * by column: where the set rounds the weights (value_dot bf16 pairs or
- * int8), within that rounding's bound (bf16_value_bound, int8_value_bound)
- * plus 1e-5 of the largest |v| for f32's own sums; where it takes f32 FMAs
- * on the codes, within f32's rounding of both sides' sums (below); each
- * divided by the row's sum. Returns the worst error / bound of the row. */
+ * by column. The keys are widened on both sides, so the scores and the
+ * weights p^_j are the same floats (lse bitwise, checked by the caller),
+ * and so are each chunk's l and the merge's factors: out and out32 differ
+ * by how each side sums Σ_j p^_j · v_j, and by the roundings after it.
+ * With mag = Σ_j p_j |v_j| and n = S keys (a bound for a call of n keys
+ * holds for the sum of its chunks, each term being linear in the weights):
+ *   - the integer set's sum is within attn.h's bound of the exact one:
+ *     int8_value_bound where it rounds the weights to int8 per group,
+ *     bf16_value_bound where it rounds them to bf16 pairs; where it takes
+ *     f32 FMAs on the codes (value_dot=f32_*), two roundings a product
+ *     (p · d, then · code, associated otherwise than d · code) and n in
+ *     the sum, (n + 2) · 2^-24 · mag;
+ *   - the f32 kernels' sum is one FMA a key, n roundings, each within
+ *     2^-24 of a partial sum, so within n · 2^-24 · mag;
+ *   - after the sums each side divides its partial by l and rounds the
+ *     merged row once to f32: two roundings of a value within mag / l, so
+ *     4 · 2^-24 · mag / l for both;
+ *   - a result below FLT_MIN may be written as 0 (attn.h): at most 2^-126
+ *     a rounding, n + 2 of them in each side's sum and 2 after it.
+ * All but the last 2 flushes are divided by the row's sum l. The bound is
+ * computed with the f64 weights p_j = e^(s_j - m) of the exact scores;
+ * the kernels' p^_j / l^ are within e^(2δ) of p_j / Σ p, δ = 2^-18 ·
+ * max_j Σ_e |q_e scale k_je| the f32 scores' error (attn.h), so it is
+ * scaled by e^(2δ).
+ * Returns the worst error / bound of the row. */
 static double values_vs_f32(const float *q, const float *k, const float *v, int64_t S, int64_t E, int64_t Ev,
                             attn_dtype values, const float *out, const float *out32) {
-    double scale = 1 / sqrt((double)E), m = -INFINITY, sum = 0, worst = 0;
+    double scale = 1 / sqrt((double)E), m = -INFINITY, sum = 0, worst = 0, delta = 0;
     double *p = malloc(sizeof(double) * (size_t)S);
     for (int64_t j = 0; j < S; j++) {
-        double dot = 0;
-        for (int64_t e = 0; e < E; e++) dot += (double)q[e] * k[j * E + e];
-        p[j] = dot * scale, m = fmax(m, p[j]);
+        double dot = 0, absdot = 0;
+        for (int64_t e = 0; e < E; e++) dot += (double)q[e] * k[j * E + e], absdot += fabs((double)q[e] * k[j * E + e]);
+        p[j] = dot * scale, m = fmax(m, p[j]), delta = fmax(delta, 0x1p-18 * absdot * scale);
     }
     for (int64_t j = 0; j < S; j++) p[j] = exp(p[j] - m), sum += p[j];
     const char *vd = value_dot_expected(values);
     bool int8 = !strcmp(vd, "int8_avx512vnni"), bf16 = !strcmp(vd, "bf16_avx512bf16");
     for (int64_t e = 0; e < Ev; e++) {
-        double mag = 0, vmax = 0;
-        for (int64_t j = 0; j < S; j++) mag += p[j] * fabs(v[j * Ev + e]), vmax = fmax(vmax, fabs(v[j * Ev + e]));
-        /* f32 FMAs on the codes (value_dot=f32_*): the same weights (lse
-         * bitwise) times d · code associated otherwise, (p · d) · code, and
-         * summed in another order: two roundings a product and S in the sum,
-         * on each side. */
-        double rounding = int8   ? int8_value_bound(p, v, Ev, S, e, values)
-                          : bf16 ? bf16_value_bound(mag, S)
-                                 : (double)(S + 4) * 0x1p-23 * mag + (double)(S + 4) * 0x1p-126;
-        double tol = rounding / sum + (int8 || bf16 ? 1e-5 * vmax : 0) + 1e-30;
+        double mag = 0;
+        for (int64_t j = 0; j < S; j++) mag += p[j] * fabs(v[j * Ev + e]);
+        double set = int8   ? int8_value_bound(p, v, Ev, S, e, values)
+                     : bf16 ? bf16_value_bound(mag, S)
+                            : (double)(S + 2) * 0x1p-24 * mag;
+        double f32 = (double)S * 0x1p-24 * mag, after = 4 * 0x1p-24 * mag, flushed = 2 * (double)(S + 2) * 0x1p-126;
+        double tol = exp(2 * delta) * (set + f32 + after + flushed) / sum + 4 * 0x1p-126;
         worst = fmax(worst, fabs((double)out[e] - out32[e]) / tol);
     }
     free(p);

@@ -18,7 +18,9 @@
  * f32 and f64 calls), with the masks, fills, causal alignments and score
  * variants of ordinary use; and each ISA's microkernels directly (exp_sum,
  * softmax_grad, exp2, softcap). Run it with ATTN_ISA=avx512|avx2|c to run
- * each ISA's whole path. Prints "ok NAME", "FAIL NAME: why" or "skip NAME:
+ * each ISA's whole path. Then results below FLT_MIN (from values or dout
+ * that cancel to a subnormal): each kernel writes them as 0 or keeps them
+ * exactly as attn.h says it does. Prints "ok NAME", "FAIL NAME: why" or "skip NAME:
  * why"; exits 1 if any failed. */
 #include "check.h"
 #include "tensors.h"
@@ -277,6 +279,134 @@ static void test_f64_kernels(void) {
     }
 }
 
+/* Results below FLT_MIN: what attn.h says each kernel writes. All scores
+ * 0 (q and k 0), so the weights are equal and exact; values (or dout) of
+ * FLT_MIN and -FLT_MIN/2 then average, or sum, to a subnormal. Written as
+ * 0: the decode and exact kernels' out, the exact kernel's weights, the
+ * gradients the fused backward writes straight; kept: the flash kernel's
+ * out and the gradients summed in f64 first (the exact backward's, dk and
+ * dv under GQA, a broadcast input's). tiny(): one case, H query heads over
+ * Hk KV heads, batch B over k and v of batch Bk, L rows against S keys. */
+typedef struct tiny {
+    attn_tensor q, k, v, out, lse, dout, dq, dk, dv, mask, dmask;
+    attn_sdpa_options o;
+    attn_context ctx;
+} tiny;
+
+static void tiny_init(tiny *t, int64_t B, int64_t Bk, int64_t H, int64_t Hk, int64_t L, int64_t S) {
+    enum { D = 8 };
+    memset(t, 0, sizeof *t);
+    int64_t sq[4] = {B, H, L, D}, skv[4] = {Bk, Hk, S, D}, so[4] = {B, H, L, D}, sl[3] = {B, H, L}, sm[2] = {L, S};
+    attn_tensor *rows[] = {&t->q, &t->out, &t->dout, &t->dq}, *keys[] = {&t->k, &t->v, &t->dk, &t->dv};
+    for (int i = 0; i < 4; i++) *rows[i] = make(ATTN_F32, 4, i ? so : sq), *keys[i] = make(ATTN_F32, 4, skv);
+    t->lse = make(ATTN_F32, 3, sl), t->mask = make(ATTN_F32, 2, sm), t->dmask = make(ATTN_F32, 2, sm);
+    memset(t->q.data, 0, sizeof(float) * (size_t)(B * H * L * D));
+    memset(t->k.data, 0, sizeof(float) * (size_t)(Bk * Hk * S * D));
+    memset(t->mask.data, 0, sizeof(float) * (size_t)(L * S));
+    float *v = t->v.data, *dout = t->dout.data;
+    for (int64_t r = 0; r < Bk * Hk * S; r++) /* key 0 of each head FLT_MIN, the others -FLT_MIN/2 */
+        for (int d = 0; d < D; d++) v[r * D + d] = r % S == 0 ? FLT_MIN : -FLT_MIN / 2;
+    for (int64_t r = 0; r < B * H * L; r++) /* the first row of all FLT_MIN, the others -FLT_MIN/2 */
+        for (int d = 0; d < D; d++) dout[r * D + d] = r == 0 ? FLT_MIN : -FLT_MIN / 2;
+    t->o = attn_sdpa_options_default();
+    t->ctx = attn_context_default();
+    t->ctx.num_threads = 1;
+    t->o.context = &t->ctx;
+}
+
+static void tiny_free(tiny *t) {
+    attn_tensor *all[] = {&t->q, &t->k, &t->v, &t->out, &t->lse, &t->dout, &t->dq, &t->dk, &t->dv, &t->mask, &t->dmask};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+}
+
+/* x is `want` (kept: the subnormal, within a step of 2^-149 of rounding) or
+ * 0 (want 0: written as 0); and the call ran `kernel`. */
+static void tiny_check(const char *name, attn_status st, const attn_error *err, const char *ran, const char *kernel,
+                       float x, float want) {
+    if (st) check(0, name, "status %d: %s", (int)st, err->message);
+    else if (strcmp(ran, kernel) != 0) check(0, name, "kernel %s, not %s: another kernel was tested", ran, kernel);
+    else check(want == 0 ? x == 0 : fabsf(x - want) <= 0x1p-148f, name, "%g (%a), want %g (%a)", (double)x,
+               (double)x, (double)want, (double)want);
+}
+
+static void test_results_below_flt_min(void) {
+    attn_error err = {0};
+    char ran[32], name[96];
+    tiny t;
+    attn_status st;
+    /* The forward: out = (FLT_MIN - FLT_MIN/2) / 2 = FLT_MIN/4 in every column. */
+    static const struct { int64_t L; const char *kernel; float want; } FWD[2] = {{64, "flash", FLT_MIN / 4}, {1, "decode", 0}};
+    for (int f = 0; f < 2; f++) {
+        tiny_init(&t, 1, 1, 1, 1, FWD[f].L, 2);
+        verbose_begin();
+        st = attn_sdpa(&t.out, &t.lse, NULL, &t.q, &t.k, &t.v, &t.o, &err);
+        verbose_end(ran, sizeof ran, NULL, 0);
+        snprintf(name, sizeof name, "%s_%s_out_below_flt_min_%s", FWD[f].kernel, attn_isa(),
+                 FWD[f].want != 0 ? "kept" : "written_as_0");
+        tiny_check(name, st, &err, ran, FWD[f].kernel, ((float *)t.out.data)[0], FWD[f].want);
+        tiny_free(&t);
+    }
+    /* The exact kernel (weights asked for): out, and a weight e^-88 / (1 + e^-88) below FLT_MIN. */
+    tiny_init(&t, 1, 1, 1, 1, 2, 2);
+    int64_t sw[4] = {1, 1, 2, 2};
+    attn_tensor w = make(ATTN_F32, 4, sw);
+    verbose_begin();
+    st = attn_sdpa(&t.out, &t.lse, &w, &t.q, &t.k, &t.v, &t.o, &err);
+    verbose_end(ran, sizeof ran, NULL, 0);
+    tiny_check("exact_f32_out_below_flt_min_written_as_0", st, &err, ran, "exact", ((float *)t.out.data)[0], 0);
+    ((float *)t.q.data)[0] = 1, ((float *)t.k.data)[8] = (float)(-88 * sqrt(8.0)); /* row 0's score of key 1: -88 */
+    verbose_begin();
+    st = attn_sdpa(&t.out, &t.lse, &w, &t.q, &t.k, &t.v, &t.o, &err);
+    verbose_end(ran, sizeof ran, NULL, 0);
+    tiny_check("exact_f32_weight_below_flt_min_written_as_0", st, &err, ran, "exact", ((float *)w.data)[1], 0);
+    free(w.data);
+    tiny_free(&t);
+    /* lse, in every kernel: one key, its score q·k·scale = 1 · 2^-130 (a
+     * subnormal k, which no kernel flushes), so lse = 2^-130, written as 0. */
+    static const struct { int64_t L; bool weights; const char *kernel; } LSE[3] = {
+        {64, false, "flash"}, {1, false, "decode"}, {2, true, "exact"}};
+    for (int f = 0; f < 3; f++) {
+        tiny_init(&t, 1, 1, 1, 1, LSE[f].L, 1);
+        for (int64_t i = 0; i < LSE[f].L; i++) ((float *)t.q.data)[i * 8] = (float)sqrt(8.0);
+        ((float *)t.k.data)[0] = 0x1p-130f;
+        int64_t sw1[4] = {1, 1, LSE[f].L, 1};
+        attn_tensor w1 = make(ATTN_F32, 4, sw1);
+        verbose_begin();
+        st = attn_sdpa(&t.out, &t.lse, LSE[f].weights ? &w1 : NULL, &t.q, &t.k, &t.v, &t.o, &err);
+        verbose_end(ran, sizeof ran, NULL, 0);
+        snprintf(name, sizeof name, "%s_%s_lse_below_flt_min_written_as_0", LSE[f].kernel, attn_isa());
+        tiny_check(name, st, &err, ran, LSE[f].kernel, ((float *)t.lse.data)[0], 0);
+        free(w1.data);
+        tiny_free(&t);
+    }
+    /* The backward: with one key its weight is 1, so dv = Σ over the rows
+     * (and heads, batches) of dout = FLT_MIN - FLT_MIN/2 = FLT_MIN/2. */
+    static const struct {
+        const char *name, *kernel;
+        int64_t B, Bk, H, Hk, L;
+        bool dmask;
+        float want;
+    } BWD[4] = {
+        {"flash_backward_dv_below_flt_min_written_as_0", "flash_backward", 1, 1, 1, 1, 2, false, 0},
+        {"flash_backward_gqa_dv_below_flt_min_kept", "flash_backward", 1, 1, 2, 1, 1, false, FLT_MIN / 2},
+        {"flash_backward_broadcast_dv_below_flt_min_kept", "flash_backward", 2, 1, 1, 1, 1, false, FLT_MIN / 2},
+        {"exact_backward_f32_dv_below_flt_min_kept", "exact", 1, 1, 1, 1, 2, true, FLT_MIN / 2},
+    };
+    for (int b = 0; b < 4; b++) {
+        tiny_init(&t, BWD[b].B, BWD[b].Bk, BWD[b].H, BWD[b].Hk, BWD[b].L, 1);
+        if (BWD[b].dmask) t.o.mask = &t.mask;
+        st = attn_sdpa(&t.out, &t.lse, NULL, &t.q, &t.k, &t.v, &t.o, &err);
+        verbose_begin();
+        if (!st)
+            st = attn_sdpa_backward(&t.dq, &t.dk, &t.dv, BWD[b].dmask ? &t.dmask : NULL, &t.dout, &t.q, &t.k, &t.v,
+                                    &t.out, &t.lse, &t.o, &err);
+        verbose_end(ran, sizeof ran, NULL, 0);
+        snprintf(name, sizeof name, "%s_%s", BWD[b].name, attn_isa());
+        tiny_check(name, st, &err, ran, BWD[b].kernel, ((float *)t.dv.data)[0], BWD[b].want);
+        tiny_free(&t);
+    }
+}
+
 /* Each ISA's microkernels on rows of the kind the softmax meets: -inf
  * (masked), large negative fills, and scores far below the row maximum.
  * Their results must be normal or exactly 0. */
@@ -343,6 +473,7 @@ int main(void) {
         skip("kernels_with_ATTN_ISA", "ATTN_ISA=%s, but this CPU lacks it (the library runs %s)", forced, attn_isa());
     } else {
         test_f32_kernels();
+        test_results_below_flt_min();
     }
     test_f64_kernels();
     return n_failed ? 1 : 0;

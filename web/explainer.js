@@ -457,7 +457,12 @@ function showCell(name, i, j) {
 // 320 px phone with the focus on the first slider of the kernel part). So each of these
 // boxes keeps the largest size it has had at this width: the fill can make it grow,
 // never shrink, and the layout settles after the longest sum it has shown. A new width
-// wraps them anew, so it starts over.
+// wraps them anew, so it starts over. The size kept is that of texts the box has shown,
+// so it goes with them: when the step is drawn anew (its numbers, hence its sums, are
+// others) and when the step has left the view (releaseStep), else a box kept the line of
+// a long sum shown once, under every shorter one after it, until the width changed. Neither
+// is driven by the fill, so neither can start the loop again: the box shrinks once, then
+// holds anew. Out of the view, the browser's scroll anchoring keeps what is in view in place.
 const HELD = new WeakMap(); // box -> its largest size so far, [width, height]
 let holdWatch = null, heldWidth = 0;
 function holdSize(box) {
@@ -472,13 +477,21 @@ function holdSize(box) {
   });
   holdWatch.observe(box, { box: 'border-box' });
 }
+function releaseBox(el) {
+  if (!el) return;
+  HELD.delete(el);
+  el.style.minHeight = el.style.minWidth = '';
+}
 function releaseHeld() {
   if (innerWidth === heldWidth) return;
   heldWidth = innerWidth;
-  for (const el of document.querySelectorAll('.sum, .fill-count')) {
-    HELD.delete(el);
-    el.style.minHeight = el.style.minWidth = '';
-  }
+  document.querySelectorAll('.sum, .fill-count').forEach(releaseBox);
+}
+// A step's sum and its "k of n", to hold the texts it shows from now on.
+function releaseStep(step) {
+  step.sizeHeld = false;
+  releaseBox(document.getElementById(`sum-${step.id}`));
+  releaseBox(document.querySelector(`#step-${step.id} .fill-count`));
 }
 
 function writeSum(stepId, lines) {
@@ -1017,6 +1030,8 @@ function onScroll() {
     return [step, sec, near, near ? progressOf(sec) : 0, rect.bottom > 0 && rect.top < innerHeight];
   });
   for (const [step, sec, near, at, inView] of seen) {
+    if (!inView && step.sizeHeld) releaseStep(step); // gone from the view: the sums it kept the size of too
+    if (inView) step.sizeHeld = true;
     if (inView && (step.dirty || !step.overflowMarked)) {
       // A step whose numbers are still to compute waits for its jobs (queueStep: they are
       // waiting, unless its render threw and it is tried again), so that the scroll makes no long task.
@@ -1159,6 +1174,7 @@ function renderStep(step) {
   const c = ctx();
   drawingResults = new Set(step.results || []);
   writeSum(step.id, []); // a sum of the matrices before is not true of these
+  releaseStep(step); // nor is the size its sums had
   step.render(c);
   drawingResults = new Set();
   // The cells in the order the scroll fills them: the step's own order, or its results' cells row by row.

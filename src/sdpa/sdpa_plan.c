@@ -258,11 +258,23 @@ static attn_status check_lse_workspace(const attn_sdpa_plan *pl, const attn_tens
         return attn_fail(err, ATTN_ERR_PLAN, "lse is %s but the plan was made %s one", lse ? "given" : "NULL",
                          pl->has_lse ? "with" : "without");
     if (lse && (st = same_layout(lse, &pl->lse, "lse", err))) return st;
-    if (!workspace) return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
-    if (workspace_size < pl->workspace)
+    /* A plan that needs no workspace runs with none: the caller who asked
+     * and got 0 has nothing to pass (run_arena gives such a run no room). */
+    if (!workspace && pl->workspace > 0)
+        return attn_fail(err, ATTN_ERR_NULL, "workspace is NULL (the plan needs %zu bytes)", pl->workspace);
+    if (workspace && workspace_size < pl->workspace)
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace has %zu bytes but the plan needs %zu", workspace_size,
                          pl->workspace);
     return ATTN_OK;
+}
+
+/* The arena a run takes its scratch from: the caller's workspace, or,
+ * where the plan needs none and none is given, an arena with no room, so
+ * that a run never falls back on malloc (arena_over(NULL) would): it
+ * allocates nothing, and what it measured as 0 bytes takes none. */
+static attn_arena run_arena(void *workspace, size_t workspace_size) {
+    static _Alignas(ATTN_ARENA_ALIGN) char no_room[ATTN_ARENA_ALIGN];
+    return workspace ? attn_arena_over(workspace, workspace_size) : attn_arena_over(no_room, 0);
 }
 
 /* A run's workspace apart from the run's tensors (outs, ins) and from the
@@ -311,7 +323,7 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     }
     pl->q.data = q->data, pl->k.data = k->data, pl->v.data = v->data, pl->out.data = out->data;
     pl->lse.data = lse ? lse->data : NULL;
-    attn_arena arena = attn_arena_over(workspace, workspace_size);
+    attn_arena arena = run_arena(workspace, workspace_size);
     if (pl->half && !place_stand_ins(pl, &arena, q))
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace cannot hold the f32 copies of q and out");
     if (pl->batch >= 0) {
@@ -444,7 +456,7 @@ static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *
     attn_paged_rows *k_rows = attn_varlen_plan_k_rows(pl->varlen), *v_rows = attn_varlen_plan_v_rows(pl->varlen);
     for (int64_t b = 0; b < pl->batch; b++) attn_kv_paged_rows(&k_rows[b], &v_rows[b], w, b, k_rows[b].length);
     attn_varlen_plan_set_scales(pl->varlen, pl->batch, w->k_scale, w->v_scale);
-    attn_arena arena = attn_arena_over(workspace, workspace_size);
+    attn_arena arena = run_arena(workspace, workspace_size);
     if (pl->half && !place_stand_ins(pl, &arena, q))
         return attn_fail(err, ATTN_ERR_WORKSPACE, "the workspace cannot hold the f32 copies of q and out");
     attn_tensor hq;

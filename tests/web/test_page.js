@@ -621,6 +621,46 @@ async function scrollStaysPut(browser, width) {
   await context.close();
 }
 
+// A sum box keeps the height of the longest sum it has shown (above), but only while
+// that sum's step is in view and its numbers stand: once the step has left the view,
+// or is drawn anew for another sentence, the box is as tall as what it shows. Before,
+// a box kept the line of a long sum shown once until the window's width changed.
+async function sumBoxesLetGo(browser) {
+  const context = await browser.newContext({ viewport: { width: 320, height: 640 } });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  await scrollStep(page, 'q', 0.5);
+  // Its height, and the height it would have without the one it keeps.
+  const heights = () => page.evaluate(() => {
+    const box = document.getElementById('sum-q'), kept = box.style.minHeight, h = box.offsetHeight;
+    box.style.minHeight = '';
+    const own = box.offsetHeight;
+    box.style.minHeight = kept;
+    return [h, own];
+  });
+  const write = async (text) => { await page.evaluate((t) => writeSum('q', [t]), text); await frames(page, 3); };
+  await write('a long sum, '.repeat(30));
+  const [tall] = await heights();
+  await write('short');
+  const [held, short] = await heights();
+  report('sum_box_keeps_its_height_in_view', held === tall && short < tall, `long ${tall} px, then ${held} px holding ${short} px`);
+  await page.evaluate(() => scrollTo(0, 0)); // the step leaves the view showing the short sum, still held tall
+  await frames(page, 3);
+  await scrollStep(page, 'q', 0.5);
+  const [back, own] = await heights();
+  report('sum_box_lets_go_once_its_step_left_the_view', back === own && back < tall,
+    `${back} px holding ${own} px (the long sum took ${tall} px)`);
+  await write('a long sum, '.repeat(30));
+  await write('short');
+  await setSentence(page, 'a dog ran');
+  await scrollStep(page, 'q', 0.5);
+  const [redrawn, ownRedrawn] = await heights();
+  report('sum_box_lets_go_when_its_step_is_drawn_anew', redrawn === ownRedrawn && redrawn < tall,
+    `${redrawn} px holding ${ownRedrawn} px (the long sum took ${tall} px)`);
+  await context.close();
+}
+
 // 64 words, at 1440 px: a step left half played and jumped back over (its top now low in
 // the view, below the band that makes a step current) shows empty; the prose's wide
 // figures (dot product beside additive) take the keyboard focus to scroll.
@@ -1577,6 +1617,7 @@ async function main() {
   await part('phone_nothing_cut', null, () => phoneNothingCut(browser));
   await part('phone_320_tab_to_cost_slider', null, () => tabToCostSliderStaysPut(browser));
   for (const width of [320, 360, 390, 1440]) await part(`scroll_stays_put_${width}`, null, () => scrollStaysPut(browser, width));
+  await part('sum_boxes_let_go', null, () => sumBoxesLetGo(browser));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
