@@ -212,7 +212,10 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
         return code;
     }
     char msg[512], prefix[1024];
-    if (prefix_opt) snprintf(prefix, sizeof prefix, "%s", prefix_opt);
+    /* A longer --prefix was cut to fit, and names of another prefix looked up */
+    if (prefix_opt && strlen(prefix_opt) >= sizeof prefix)
+        code = cli_error(EXIT_USAGE, "--prefix is %zu bytes long; at most %zu", strlen(prefix_opt), sizeof prefix - 1);
+    else if (prefix_opt) snprintf(prefix, sizeof prefix, "%s", prefix_opt);
     else code = find_prefix(prefix, sizeof prefix, &w->st);
     for (int p = 0; !code && p < N_PARAMS; p++)
         for (int a = 0; !code && a < 2 && NAMES[p][a] && !w->found[p]; a++) {

@@ -695,6 +695,14 @@ def bad_files(c):
                os.path.join(c.dir, ".", "o.npy")])
     c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
              r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
+    # A --prefix too long for the command's buffer was cut to fit, and the
+    # layer read from the tensors of that shorter prefix, without a word.
+    long_prefix = "p" * 1100 + "."
+    with open(c.path("cut.safetensors"), "wb") as f:
+        f.write(safetensors_bytes({long_prefix[:1023] + name: a for name, a in layer.items()}))
+    c.bad_args("error_prefix_too_long_not_cut", ["-x", c.path("x.npy"), "--weights", c.path("cut.safetensors"),
+                                                 "--heads", "2", "--prefix", long_prefix],
+               "--prefix is 1101 bytes long; at most 1023", code=2)
     # The output printed (no -o) to a full disk: the run fails, and -w's file
     # is not left written (the result was printed after it was renamed into
     # place).
