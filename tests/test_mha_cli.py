@@ -703,6 +703,17 @@ def bad_files(c):
     c.bad_args("error_prefix_too_long_not_cut", ["-x", c.path("x.npy"), "--weights", c.path("cut.safetensors"),
                                                  "--heads", "2", "--prefix", long_prefix],
                "--prefix is 1101 bytes long; at most 1023", code=2)
+    # A batch of 0 beside a declared length of 2^40 is an X of no bytes, but
+    # its weights (0, 2^40, 2^40) have no strides that fit: said so, where
+    # the layer was handed an empty tensor and asked for that very shape.
+    header = b"{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1099511627776, 8), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    with open(c.path("x_no_batch.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header)
+    c.bad_args("error_weights_out_shape_overflows", ["-x", c.path("x_no_batch.npy"), "--weights", p, "--heads", "2",
+                                                     "-w", c.path("bad_w.npy")],
+               "-w %s: the weights' shape (0, 1099511627776, 1099511627776): element count of the shape overflows"
+               % c.path("bad_w.npy"))
     # The output printed (no -o) to a full disk: the run fails, and -w's file
     # is not left written (the result was printed after it was renamed into
     # place).
