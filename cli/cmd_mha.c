@@ -212,7 +212,10 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
         return code;
     }
     char msg[512], prefix[1024];
-    if (prefix_opt) snprintf(prefix, sizeof prefix, "%s", prefix_opt);
+    /* A longer --prefix was cut to fit, and names of another prefix looked up */
+    if (prefix_opt && strlen(prefix_opt) >= sizeof prefix)
+        code = cli_error(EXIT_USAGE, "--prefix is %zu bytes long; at most %zu", strlen(prefix_opt), sizeof prefix - 1);
+    else if (prefix_opt) snprintf(prefix, sizeof prefix, "%s", prefix_opt);
     else code = find_prefix(prefix, sizeof prefix, &w->st);
     for (int p = 0; !code && p < N_PARAMS; p++)
         for (int a = 0; !code && a < 2 && NAMES[p][a] && !w->found[p]; a++) {
@@ -465,12 +468,17 @@ static int run(const mha_args *a) {
         attn_tensor_init(&out, NULL, x.dtype, x.rank, x.shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(x.dtype) + 1);
         int64_t ws[3] = {x.rank == 3 ? x.shape[0] : 0, x.shape[x.rank - 2], k.shape[k.rank - 2] + (p.bias_k != NULL)};
-        if (a->wout) {
-            attn_tensor_init(&wt, NULL, x.dtype, x.rank, x.rank == 3 ? ws : ws + 1, NULL, NULL);
-            wt.data = malloc((size_t)attn_tensor_numel(&wt) * attn_dtype_size(x.dtype) + 1);
-        }
+        /* (N, L, S) can overflow where X's (N, L, E) does not: N = 0 beside a
+         * declared L of 2^40 has no bytes, but no tensor describes (0, 2^40,
+         * 2^40); the layer was handed an empty one and named its shape. */
+        const int64_t *w_shape = x.rank == 3 ? ws : ws + 1;
+        bool w_fits = !a->wout || !attn_tensor_init(&wt, NULL, x.dtype, x.rank, w_shape, NULL, &err);
+        if (a->wout && w_fits) wt.data = malloc((size_t)attn_tensor_numel(&wt) * attn_dtype_size(x.dtype) + 1);
         cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
-        if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
+        char shape[128];
+        attn_format_shape(shape, sizeof shape, x.rank, w_shape);
+        if (!w_fits) code = cli_error(EXIT_DATA, "-w %s: the weights' shape %s: %s", a->wout, shape, err.message);
+        else if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
         else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv, a->hadamard, a->residual);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */

@@ -112,6 +112,10 @@ static void print_rec(printer *p, int d, int64_t off, int indent) {
 }
 
 void cli_print_tensor(FILE *f, const attn_tensor *t) {
+    if (attn_tensor_numel(t) == 0) { /* NumPy prints an empty array as [] whatever its shape: not [[]\n\n []] */
+        fputs("[]\n", f);
+        return;
+    }
     printer p = {f, t, false, false, t->dtype == ATTN_F64 ? 8 : 6, 0, 0.0, INFINITY, cli_width(f), 0};
     p.summarise = attn_tensor_numel(t) > SUMMARY_THRESHOLD;
     visit(&p, 0, 0, measure_range);

@@ -63,6 +63,11 @@ typedef struct range {
     const char *name;
 } range;
 
+/* By name, so that a name given twice lies beside itself. */
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const range *)a)->name, ((const range *)b)->name);
+}
+
 /* By begin, then end: an empty range sorts before the one it starts. */
 static int by_begin(const void *a, const void *b) {
     const range *x = a, *y = b;
@@ -116,12 +121,17 @@ static int entry(st_file *f, range *r, const cJSON *e, uint64_t data_start, uint
         return snprintf(msg, n, "tensor '%s' has %d dimensions; at most %d", name, rank, ATTN_MAX_RANK), 1;
     int64_t dims[ATTN_MAX_RANK];
     uint64_t count = 1, d, b, en;
-    for (int i = 0; i < rank; i++) {
-        if (!whole(cJSON_GetArrayItem(shape, i), &d))
+    int i = 0;
+    const cJSON *dim;
+    /* The dimensions walked in a row, not fetched by index: cJSON finds the
+     * i-th item by walking from the first, and a dtype attn does not read
+     * may have any rank, so that a shape of a million zeros took hours. */
+    cJSON_ArrayForEach(dim, shape) {
+        if (!whole(dim, &d))
             return snprintf(msg, n, "tensor '%s' has a dimension that is not a whole number below 2^53", name), 1;
         if (i < ATTN_MAX_RANK) dims[i] = (int64_t)d;
         if (d && count > UINT64_MAX / 8 / d) return snprintf(msg, n, "tensor '%s' is too large", name), 1;
-        count *= d;
+        count *= d, i++;
     }
     if (cJSON_GetArraySize(off) != 2 || !whole(cJSON_GetArrayItem(off, 0), &b) || !whole(cJSON_GetArrayItem(off, 1), &en) ||
         b > en || en > data_size)
@@ -301,8 +311,16 @@ int st_parse(st_file *f, const unsigned char *bytes, size_t head_size, uint64_t 
             if (had_metadata) rc = (snprintf(msg, n, "__metadata__ appears twice"), 1);
             else rc = metadata(e, msg, n);
             had_metadata = true;
-        } else if (st_find(f, e->string)) rc = (snprintf(msg, n, "tensor '%s' appears twice", e->string), 1);
-        else rc = entry(f, &ranges[f->count], e, 8 + hlen, size - 8 - hlen, msg, n);
+        } else {
+            rc = entry(f, &ranges[f->count], e, 8 + hlen, size - 8 - hlen, msg, n);
+        }
+    }
+    if (!rc) { /* each name once, found among the names sorted: looked up entry by entry, a header of a few
+                * hundred thousand tensors (the format sets no limit) took minutes */
+        qsort(ranges, (size_t)f->count, sizeof *ranges, by_name);
+        for (int i = 1; i < f->count && !rc; i++)
+            if (strcmp(ranges[i - 1].name, ranges[i].name) == 0)
+                rc = (snprintf(msg, n, "tensor '%s' appears twice", ranges[i].name), 1);
     }
     if (!rc) { /* the tensors tile the data: each starts where the one before it ends, and the last ends the data */
         uint64_t data_size = size - 8 - hlen, reached = 0; /* the tensors so far cover data[0, reached) */

@@ -214,6 +214,14 @@ def main():
     r = attn("sdpa", "-q", pb, "-k", pb, "-v", pb)
     report("print_summarises_large", r.returncode == 0 and "..." in r.stdout and
            len(r.stdout.splitlines()) < 20, f"{len(r.stdout.splitlines())} lines")
+    # An empty output (no queries, or a batch of 0) prints as NumPy prints
+    # any empty array: [] (it was [[]\n\n []] for (2, 0, 3)).
+    for label, shape in (("no_queries", (2, 0, 4)), ("batch_of_0", (0, 2, 3, 4))):
+        pe = save("empty_q.npy", np.zeros(shape, np.float32))
+        pk4 = save("empty_k.npy", np.zeros(shape[:-2] + (5, 4), np.float32))
+        r = attn("sdpa", "-q", pe, "-k", pk4, "-v", pk4)
+        report("print_empty_%s_as_numpy" % label, r.returncode == 0 and r.stdout == str(np.zeros(shape)) + "\n",
+               f"{r.stdout!r} {r.stderr}")
     r = attn("sdpa", "-q", px, "-k", px, "-v", px, "--causal", "-w", "w.npy", "-o", "o.npy")
     w = np.load(os.path.join(TMP, "w.npy"))
     report("causal_weights_lower_triangular", r.returncode == 0 and np.all(np.triu(w, 1) == 0) and

@@ -653,6 +653,30 @@ def bad_files(c):
                                                      edit=lambda t: t.replace(b'"x"', b'"\xff"')), "not UTF-8")
     c.bad("error_header_overlong_utf8", safetensors_bytes(layer, header_extra={"__metadata__": {"note": "x"}},
                                                           edit=lambda t: t.replace(b'"x"', b'"\xc0\xaf"')), "not UTF-8")
+    # A name given twice: JSON allows it, the format does not (which one
+    # would be read?).
+    c.bad("error_tensor_named_twice", safetensors_bytes(layer, edit=lambda t: t[:-1] + b', "out_proj.weight": ' +
+                                                        json.dumps(json.loads(t)["out_proj.weight"]).encode() + b"}"),
+          "tensor 'out_proj.weight' appears twice")
+    # The format sets no limit on tensors or on a shape's length: 200,000
+    # empty tensors beside the layer, one of them with a shape of 200,000
+    # dimensions (a dtype attn does not read may have any rank), are read in
+    # a second or so. Each name was looked up among those before it and each
+    # dimension fetched from the shape's start: over two minutes.
+    many = {"t%d" % i: {"dtype": "I8", "shape": [0], "data_offsets": [0, 0]} for i in range(200000)}
+    many["t0"]["shape"] = [0] * 200000
+    p = c.path("many.safetensors")
+    with open(p, "wb") as f:
+        f.write(safetensors_bytes(layer, header_extra=many))
+    np.save(c.path("x.npy"), np.zeros((3, 8)))
+    try:
+        r = subprocess.run([c.attn, "mha", "-x", c.path("x.npy"), "--weights", p, "--heads", "2", "-o",
+                            c.path("many_out.npy")], capture_output=True, text=True, timeout=30)
+        c.report("many_tensors_and_a_long_shape_read_in_time", "" if r.returncode == 0 else
+                 "rc %d, stderr %r" % (r.returncode, r.stderr))
+    except subprocess.TimeoutExpired:
+        c.report("many_tensors_and_a_long_shape_read_in_time", "still reading the header after 30 s")
+    os.remove(p)
     c.bad("error_empty_shape_overflows", safetensors_bytes(layer, header_extra={
         "z": {"dtype": "F32", "shape": [0, 2 ** 52, 2 ** 52], "data_offsets": [0, 0]}}), "element count overflows")
     # A whole number from 2^53 on is not what cJSON's double holds (2^53 + 1
@@ -671,6 +695,25 @@ def bad_files(c):
                os.path.join(c.dir, ".", "o.npy")])
     c.report("error_out_and_weights_out_one_file", "" if r.returncode == 2 and not os.path.exists(c.path("o.npy")) and
              r.stderr.startswith("attn: error: -o and -w name the same file") else "rc %d, %r" % (r.returncode, r.stderr))
+    # A --prefix too long for the command's buffer was cut to fit, and the
+    # layer read from the tensors of that shorter prefix, without a word.
+    long_prefix = "p" * 1100 + "."
+    with open(c.path("cut.safetensors"), "wb") as f:
+        f.write(safetensors_bytes({long_prefix[:1023] + name: a for name, a in layer.items()}))
+    c.bad_args("error_prefix_too_long_not_cut", ["-x", c.path("x.npy"), "--weights", c.path("cut.safetensors"),
+                                                 "--heads", "2", "--prefix", long_prefix],
+               "--prefix is 1101 bytes long; at most 1023", code=2)
+    # A batch of 0 beside a declared length of 2^40 is an X of no bytes, but
+    # its weights (0, 2^40, 2^40) have no strides that fit: said so, where
+    # the layer was handed an empty tensor and asked for that very shape.
+    header = b"{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1099511627776, 8), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    with open(c.path("x_no_batch.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header)
+    c.bad_args("error_weights_out_shape_overflows", ["-x", c.path("x_no_batch.npy"), "--weights", p, "--heads", "2",
+                                                     "-w", c.path("bad_w.npy")],
+               "-w %s: the weights' shape (0, 1099511627776, 1099511627776): element count of the shape overflows"
+               % c.path("bad_w.npy"))
     # The output printed (no -o) to a full disk: the run fails, and -w's file
     # is not left written (the result was printed after it was renamed into
     # place).
