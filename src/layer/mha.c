@@ -614,7 +614,7 @@ static attn_status in_one_block(const mha_args *a, const attn_mha_options *optio
     size_t bytes;
     attn_status st = mha_run(&bytes, &b, err);
     if (st) return st;
-    void *block = malloc(bytes);
+    void *block = malloc(bytes ? bytes : 1); /* malloc(0) may be NULL, which is not out of memory */
     if (!block) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's %zu bytes of scratch", bytes);
     context.workspace = block, context.workspace_size = bytes;
     st = mha_run(NULL, &b, err);
