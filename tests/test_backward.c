@@ -920,14 +920,6 @@ static void test_stride_0_outputs(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
-/* Scores of +inf (a +inf mask value): the forward shares the row's weight
- * equally among its +inf keys (the softmax's limit), and the backward
- * differentiates that limit as it stands, as attn.h says: each +inf key's
- * score gradient w·(dP - D) as for equal finite scores, every other key's
- * 0, finite everywhere (PyTorch gives NaN). Row 0 has two +inf keys, row 1
- * none, row 2 all three; f64 on the exact kernel, f32 with dmask (exact)
- * and without (the fused kernel, which hands such a slice to the exact
- * one). */
 /* Element i of a C-order f32 or f64 tensor, read and written as double. */
 static double el(const attn_tensor *t, int64_t i) {
     return t->dtype == ATTN_F64 ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
