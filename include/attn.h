@@ -1130,14 +1130,17 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *   - A +inf score (a +inf mask value, an f64 dot product that overflows
  *     one way; both ways give NaN) makes its row NaN, as in PyTorch (every
  *     version): the softmax takes e^(inf - inf). out and the weights of
- *     the row's keys that take part are NaN (a key the mask or the causal
- *     limit excludes keeps weight 0), and lse is +inf, as torch.logsumexp
- *     gives it; with a NaN score in the row too, lse is NaN, as there.
+ *     the row's keys that take part are NaN (a key the mask, the causal
+ *     limit or the window excludes, or whose score is -inf from an infinite
+ *     q or k, keeps weight 0, where PyTorch's softmax makes it NaN too), and
+ *     lse is +inf, as torch.logsumexp gives it; with a NaN score in the row
+ *     too, lse is NaN, as there.
  *     (0.3.0 shared the row's weight equally among its +inf
  *     keys, a limit that holds only if they grow alike.)
  *   - A row in which no key may take part (masked by the bool mask, by -inf in
- *     a float mask, or by the causal mask) gives output 0 and weights 0,
- *     never NaN, like PyTorch >= 2.5.
+ *     a float mask, or by the causal mask; or every score -inf, from an
+ *     infinite q or k) gives output 0 and weights 0, never NaN, like
+ *     PyTorch >= 2.5.
  *   - NaN in an input reaches only the output rows whose computation reads
  *     it. A NaN score makes its row's out, lse and the weights of the keys
  *     that take part NaN, as PyTorch's softmax (whose maximum is NaN then)
@@ -1187,10 +1190,11 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     units, and only their differences from the row maximum are scaled.
  *   - Work whose inputs hold NaN or ±inf (other than -inf in a float mask),
  *     or whose scores could exceed 2^100 in magnitude, or whose sums could
- *     overflow f32, and every call that asks for weights, is computed by the
- *     exact kernel instead (in f64, rounded once), so the rules above hold
- *     in f32 too. Queries are multiplied by the scale in f64 and rounded
- *     once; subnormal f32 inputs are kept (nothing flushes them to zero).
+ *     overflow f32, or whose soft cap is below 2^-100, and every call that
+ *     asks for weights, is computed by the exact kernel instead (in f64,
+ *     rounded once), so the rules above hold in f32 too. Queries are
+ *     multiplied by the scale in f64 and rounded once; subnormal f32 inputs
+ *     are kept (nothing flushes them to zero).
  *   - No intermediate is ever subnormal, for inputs of ordinary size (each
  *     subnormal costs an Intel core a microcode assist of about 150 cycles):
  *     in f32 a weight below 2^-64 of its row's largest (a score more than 44
@@ -1291,6 +1295,11 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *   - a key that the causal limit, a bool mask or -inf in a float mask
  *     excludes has zero gradient everywhere; a row in which no key takes
  *     part has zero gradients, never NaN;
+ *   - a score of -inf from an infinite q or k is a key the row does not
+ *     read, as if masked: weight 0 and nothing added to any gradient, where
+ *     PyTorch's autograd multiplies that 0 by the infinite input and gives
+ *     NaN (the row's dq for an infinite key, the key's dk for an infinite
+ *     query);
  *   - a row with a +inf score, NaN in the forward, is NaN in the
  *     gradients too, as PyTorch's autograd gives it: its dq row, its dmask
  *     row, and dk and dv of every key it reads (each sums over the rows);

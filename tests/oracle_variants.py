@@ -165,6 +165,13 @@ def fixed_cases(o, rng):
     # A window that leaves rows with no key (top-left, L > S): zero output and gradients.
     o.case("f64_window_dead_rows", f((2, 9, 4)), f((2, 4, 4)), f((2, 4, 3)), f((2, 9, 3)), causal=1,
            variants={"window": 2})
+    # A cap below 2^-100, whose reciprocal f32 cannot hold: the f32 kernels
+    # gave NaN for a score of 0 (the zero query row) and differentiated the
+    # other scores as if uncapped, so every slice goes to the exact kernel.
+    q = f32(2, 40, 16)
+    q[0, 3] = 0
+    o.case("f32_softcap_below_f32_reciprocal", q, f32(2, 60, 16), f32(2, 60, 8), f32(2, 40, 8), causal=1,
+           want=("dq", "dk", "dv"), variants={"softcap": 1e-40}, fallbacks=2)
 
 
 def bf16_compute(o, rng):

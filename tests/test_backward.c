@@ -920,14 +920,6 @@ static void test_stride_0_outputs(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
-/* Scores of +inf (a +inf mask value): the forward shares the row's weight
- * equally among its +inf keys (the softmax's limit), and the backward
- * differentiates that limit as it stands, as attn.h says: each +inf key's
- * score gradient w·(dP - D) as for equal finite scores, every other key's
- * 0, finite everywhere (PyTorch gives NaN). Row 0 has two +inf keys, row 1
- * none, row 2 all three; f64 on the exact kernel, f32 with dmask (exact)
- * and without (the fused kernel, which hands such a slice to the exact
- * one). */
 /* Element i of a C-order f32 or f64 tensor, read and written as double. */
 static double el(const attn_tensor *t, int64_t i) {
     return t->dtype == ATTN_F64 ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
@@ -998,6 +990,78 @@ static void test_infinite_scores(void) {
         }
 }
 
+/* Scores of -inf from an infinite input, not a mask: key 1 is (+inf, 0) and
+ * every query's first element negative, so every row scores key 1 at -inf;
+ * query 2 is (-inf, 0) and every other key's first element positive, so row
+ * 2 scores every key at -inf. attn.h: such a key is one the row does not
+ * read, as if masked (PyTorch's autograd gives NaN there, 0 · inf). So the
+ * results are those of the finite inputs under a bool mask that drops key 1
+ * from every row and row 2 entirely: out, lse, dq, dk and dv of keys 0 and
+ * 2, and zero dk and dv for key 1. f64, and f32 with and without dmask (the
+ * exact and the fused kernel, which hands a slice with an infinite input to
+ * the exact one). */
+static void test_minus_inf_scores(void) {
+    enum { L = 3, S = 3, E = 2 };
+    int64_t sq[2] = {L, E}, sk[2] = {S, E}, sm[2] = {L, S};
+    for (int f32 = 0; f32 < 2; f32++) {
+        attn_dtype dt = f32 ? ATTN_F32 : ATTN_F64;
+        attn_tensor q = make(dt, 2, sq), k = make(dt, 2, sk), v = make(dt, 2, sk), dout = make(dt, 2, sq);
+        attn_tensor keep = make(ATTN_BOOL, 2, sm);
+        for (int i = 0; i < L; i++) set_el(&q, i * E, -0.5 - fabs(el(&q, i * E)));
+        for (int j = 0; j < S; j++) set_el(&k, j * E, 0.5 + fabs(el(&k, j * E)));
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < S; j++) ((bool *)keep.data)[i * S + j] = i != 2 && j != 1;
+        /* a, the infinite inputs; b, the finite ones with the mask */
+        attn_tensor qa = make(dt, 2, sq), ka = make(dt, 2, sk);
+        memcpy(qa.data, q.data, (size_t)(L * E) * attn_dtype_size(dt));
+        memcpy(ka.data, k.data, (size_t)(S * E) * attn_dtype_size(dt));
+        set_el(&ka, 1 * E + 0, INFINITY), set_el(&ka, 1 * E + 1, 0);
+        set_el(&qa, 2 * E + 0, -INFINITY), set_el(&qa, 2 * E + 1, 0);
+        attn_status st = ATTN_OK;
+        attn_error err;
+        for (int with_dmask = 0; with_dmask < (f32 ? 2 : 1) && !st; with_dmask++) {
+            attn_tensor out[2] = {{0}}, lse[2] = {{0}}, g[2][3] = {{{0}}};
+            for (int c = 0; c < 2 && !st; c++) {
+                out[c] = make(dt, 2, sq), lse[c] = make(dt, 1, sq);
+                for (int t = 0; t < 3; t++) g[c][t] = make(dt, 2, t ? sk : sq);
+                attn_tensor zero_mask = make(dt, 2, sm), dm = make(dt, 2, sm);
+                memset(zero_mask.data, 0, (size_t)(L * S) * attn_dtype_size(dt));
+                attn_sdpa_options o = attn_sdpa_options_default();
+                o.mask = c ? &keep : with_dmask ? &zero_mask : NULL;
+                const attn_tensor *qq = c ? &q : &qa, *kk = c ? &k : &ka;
+                st = attn_sdpa(&out[c], &lse[c], NULL, qq, kk, &v, &o, &err);
+                if (!st)
+                    st = attn_sdpa_backward(&g[c][0], &g[c][1], &g[c][2], with_dmask && !c ? &dm : NULL, &dout, qq, kk,
+                                            &v, &out[c], &lse[c], &o, &err);
+                free(zero_mask.data), free(dm.data);
+            }
+            double worst = 0;
+            for (int64_t i = 0; i < L * E && !st; i++) {
+                double d[3] = {el(&out[0], i) - el(&out[1], i), el(&g[0][0], i) - el(&g[1][0], i),
+                               i < L ? el(&lse[0], i) - el(&lse[1], i) : 0};
+                if (i == 2 && el(&lse[0], 2) == -INFINITY && el(&lse[1], 2) == -INFINITY) d[2] = 0;
+                for (int t = 0; t < 3; t++) worst = !(fabs(d[t]) <= worst) ? fabs(d[t]) : worst;
+            }
+            for (int64_t i = 0; i < S * E && !st; i++)
+                for (int t = 1; t < 3; t++) {
+                    double d = el(&g[0][t], i) - (i / E == 1 ? 0 : el(&g[1][t], i));
+                    worst = !(fabs(d) <= worst) ? fabs(d) : worst;
+                }
+            char name[96];
+            snprintf(name, sizeof name, "minus_inf_scores_from_inputs_as_masked_%s%s", f32 ? "f32" : "f64",
+                     with_dmask ? "_dmask" : "");
+            check(st == ATTN_OK && worst <= (f32 ? 1e-6 : 1e-14), name, "status %d (%s), worst difference %.3g",
+                  (int)st, st ? err.message : "", worst);
+            for (int c = 0; c < 2; c++) {
+                free(out[c].data), free(lse[c].data);
+                for (int t = 0; t < 3; t++) free(g[c][t].data);
+            }
+        }
+        attn_tensor *all[] = {&q, &k, &v, &dout, &keep, &qa, &ka};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
+    }
+}
+
 /* A 16-bit q's forward and backward run the f32 call on copies placed at
  * the workspace's front: a workspace short of the measured size was
  * refused with the f32 call's figures for what was left after the copies
@@ -1050,6 +1114,7 @@ int main(void) {
     test_errors();
     test_stride_0_outputs();
     test_infinite_scores();
+    test_minus_inf_scores();
     test_workspace();
     test_half_workspace_message();
     test_many_buffers_sdpa();

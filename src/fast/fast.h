@@ -21,11 +21,14 @@ static inline bool attn_f32_scores_fit(double qmax, double kmax, int64_t E) {
            kmax * (double)E <= 0x1p100;
 }
 
-/* Whether p's ALiBi bias (at most |slope| · (L + S)) stays far inside f32's
- * range, so that it adds to any score that fits without overflowing. */
+/* Whether p's ALiBi bias (at most |slope| · (L + S)) and sink stay far
+ * inside f32's range, so that they add to any score that fits without
+ * overflowing; and whether its soft cap is at least 2^-100: the f32 kernels
+ * cap with 1/cap in f32, which overflows below about 2^-128 (a score of 0
+ * became NaN, and the cap's derivative that of an uncapped score). */
 static inline bool attn_f32_bias_fits(const attn_problem *p, int64_t L, int64_t S) {
     return (!p->alibi || fabs(p->alibi_slope) * ((double)L + (double)S) <= 0x1p100) &&
-           (!p->has_sink || fabs(p->sink) <= 0x1p100);
+           (!p->has_sink || fabs(p->sink) <= 0x1p100) && (!(p->softcap > 0) || p->softcap >= 0x1p-100);
 }
 
 /* The fast f32 path (flash.c) over all slices of one call, without weights;
