@@ -544,6 +544,10 @@ int main(int argc, char **argv) {
         {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true, false},
         {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false, false},
         {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true, false},
+        /* One contiguous rank: its one piece holds every key, and is
+         * differentiated as a whole call, which needs the sink. */
+        {"ring_f64_variants_sinks_contiguous_more_queries", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 40, 25, 1,
+         1, 2, 1, 0, true, false},
         {"ring_f64_nan_query_row_stays_nan", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 26, 26, 1, 1, 2, 1, 0, false,
          true},
         /* Dimensions of 0, as attn_sdpa takes them: nothing travels, and
