@@ -161,7 +161,9 @@ ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
  * S are the sums over the ranks; Lr and Sr must be the layout's shard
  * sizes); out (..., Hq, Lr, Ev) and lse (..., Hq, Lr), optional, receive
  * the rank's rows of attn_sdpa's result over the whole. Shapes, dtypes
- * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's.
+ * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's,
+ * but q must be f32 or f64: the ring accumulates out, lse and the
+ * gradients in q's dtype (a 16-bit q is ATTN_ERR_DTYPE; widen it to f32).
  * Memory: two shards of k and v in flight, and one partial result.
  * L and S are each 0 or enough for a row in every shard (N for the
  * contiguous layout, 2N for zigzag; ATTN_ERR_SHAPE otherwise). Dimensions

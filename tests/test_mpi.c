@@ -521,6 +521,28 @@ static void descale_disagreements(void) {
     free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
 }
 
+/* 16-bit queries, which the ring cannot accumulate in: ATTN_ERR_DTYPE on
+ * every rank, forward and backward, before any out is written. */
+static void half_queries(void) {
+    int64_t s[3] = {2, 4, 8};
+    attn_tensor q = make(ATTN_F32, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s);
+    attn_tensor out = make(ATTN_F32, 3, s), lse = make(ATTN_F32, 2, s), dq = make(ATTN_F32, 3, s), q16, out16;
+    attn_tensor_init(&q16, q.data, ATTN_F16, 3, s, NULL, NULL), attn_tensor_init(&out16, out.data, ATTN_F16, 3, s, NULL, NULL);
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 30;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128];
+    for (int pass = 0; pass < 2; pass++) {
+        attn_status st = pass == 0
+                             ? attn_mpi_sdpa(MPI_COMM_WORLD, &out16, NULL, &q16, &k, &v, &mo, &err)
+                             : attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out16, &q16, &k, &v, &out16, &lse, &mo, &err);
+        snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+        mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "q is f16; the ring takes f32 or f64 queries") &&
+               same_everywhere(st, err.message), pass ? "err_half_queries_backward" : "err_half_queries_forward", why);
+    }
+    free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data), free(dq.data);
+}
+
 /* attn_mpi_same itself: each kind's message, the default status, and
  * ranks that pass different numbers of values. */
 static void same_api(void) {
@@ -600,6 +622,7 @@ int main(int argc, char **argv) {
     one_rank_options();
     disagreements();
     descale_disagreements();
+    half_queries();
     MPI_Finalize();
     return n_failed ? 1 : 0;
 }
