@@ -176,12 +176,12 @@ ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
  * dimension but the rows; and every attention option: has_scale, scale,
  * causal, compute, softcap, window, dropout_p (refused on any rank but
  * 0); the mask's
- * presence, dtype, rank and every dimension but its rows; ALiBi's slopes,
- * the sinks and fp8's k_descale and v_descale (presence, dtype, shape and
- * values); RoPE (presence and every field). Each rank's own, free to
- * differ: the rows themselves (and the mask's rows: this rank's, or 1),
- * out (checked against this rank's q, k, v), whether lse is wanted,
- * timeout_s, stats and the context (threads). A disagreement is ATTN_ERR_NULL (q, k or v given on some
+ * presence, dtype, rank and every dimension but its rows; ALiBi's slopes
+ * and the sinks (presence, dtype, shape and values); RoPE (presence and
+ * every field). Each rank's own, free to differ: the rows themselves (and
+ * the mask's rows: this rank's, or 1), out (checked against this rank's
+ * q, k, v), whether lse is wanted, timeout_s, stats and the context
+ * (threads). A disagreement is ATTN_ERR_NULL (q, k or v given on some
  * ranks only), ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE (their
  * ranks, dtypes, dimensions), ATTN_ERR_MASK (the mask's) or
  * ATTN_ERR_OPTION (the layout and the options), with the same message on

@@ -1,8 +1,8 @@
 /* same.c -- what every rank's call must hold alike, as attn_mpi_same's
  * values: the layout, q's, k's and v's presence, ranks, dtypes and
  * dimensions but their rows, and every attention option (the mask's shape
- * but its rows, the values of ALiBi's slopes, the sinks and fp8's
- * k_descale and v_descale, RoPE's fields). A rank that alone has other heads or another Ev would size its
+ * but its rows, the values of ALiBi's slopes and the sinks, RoPE's
+ * fields). A rank that alone has other heads or another Ev would size its
  * messages and buffers by them; one with another scale or causal mode
  * would compute another attention and report success.
  *
@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { MAX_VALUES = 96, NAME_SIZE = 64 };
+enum { MAX_VALUES = 80, NAME_SIZE = 64 };
 
 typedef struct values {
     attn_mpi_value v[MAX_VALUES];
@@ -77,33 +77,6 @@ static void contents(values *vs, const char *name, const attn_tensor *t, int64_t
     add(vs, ATTN_MPI_DIGEST, ATTN_ERR_OPTION, (int64_t)h, 0, of(buf, name, "values"));
 }
 
-/* A digest of an fp8 scale's values (k_descale, v_descale), read only
- * when attn_sdpa would read them all: f32 or f64, each dimension that of
- * `like` (k or v) but its last two, aligned on the right, or 1. Otherwise
- * 0, and the rank's own checks report it. */
-static void scale_contents(values *vs, const char *name, const attn_tensor *t, const attn_tensor *like) {
-    uint64_t h = 0;
-    bool ok = t && t->data && (t->dtype == ATTN_F32 || t->dtype == ATTN_F64) && t->rank >= 1 && t->rank <= ATTN_MAX_RANK &&
-              like && like->data && like->rank >= 2 && like->rank <= ATTN_MAX_RANK;
-    for (int d = 0; ok && d < t->rank; d++) {
-        int at = like->rank - 2 - t->rank + d; /* before like's first dimension: 1 */
-        ok = t->shape[d] == 1 || (at >= 0 && t->shape[d] == like->shape[at]);
-    }
-    if (ok) {
-        size_t es = attn_dtype_size(t->dtype);
-        int64_t n = attn_tensor_numel(t), idx[ATTN_MAX_RANK] = {0};
-        h = RING_DIGEST_START;
-        for (int64_t i = 0; i < n; i++) { /* C order, any strides */
-            int64_t at = 0;
-            for (int d = 0; d < t->rank; d++) at += idx[d] * t->strides[d];
-            h = ring_digest(h, (const char *)t->data + at * (int64_t)es, es);
-            for (int d = t->rank - 1; d >= 0 && ++idx[d] == t->shape[d]; d--) idx[d] = 0;
-        }
-    }
-    char buf[NAME_SIZE];
-    add(vs, ATTN_MPI_DIGEST, ATTN_ERR_OPTION, (int64_t)h, 0, of(buf, name, "values"));
-}
-
 attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, int kv_grads,
                       attn_error *err) {
     values list, *vs = &list;
@@ -140,12 +113,6 @@ attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k,
     option(vs, ATTN_MPI_INTEGER, o->rope ? rope.rotary_dim : 0, 0, "rope's rotary_dim");
     option(vs, ATTN_MPI_INTEGER, o->rope ? rope.position_offset : 0, 0, "rope's position_offset");
     option(vs, ATTN_MPI_REAL, 0, o->rope ? rope.linear_scaling : 0, "rope's linear_scaling");
-    /* fp8 keys' and values' scales: a rank with others would read every
-     * rank's shard with them and return another attention. */
-    tensor(vs, "k_descale", o->k_descale, false, "heads", ATTN_ERR_OPTION);
-    scale_contents(vs, "k_descale", o->k_descale, k);
-    tensor(vs, "v_descale", o->v_descale, false, "heads", ATTN_ERR_OPTION);
-    scale_contents(vs, "v_descale", o->v_descale, v);
     if (kv_grads >= 0) add(vs, ATTN_MPI_GIVEN, ATTN_ERR_NULL, kv_grads, 0, "dk or dv");
     return attn_mpi_same(R->comm, vs->v, vs->n, R->timeout, err);
 }

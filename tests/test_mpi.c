@@ -487,40 +487,6 @@ static void disagreements(void) {
     call_free(&c);
 }
 
-/* fp8 keys' scales (k_descale) other on the last rank, given there
- * alone or with other values: an error on every rank, not an attention
- * that reads every rank's keys with the last rank's scales. */
-static void descale_disagreements(void) {
-    int odd = size_ > 1 && rank_ == size_ - 1;
-    int64_t H = 2, s[3] = {H, 4, 8};
-    attn_tensor q = make(ATTN_F32, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s);
-    attn_tensor out = make(ATTN_F32, 3, s), lse = make(ATTN_F32, 2, s), k8;
-    attn_tensor_init(&k8, k.data, ATTN_E4M3, 3, s, NULL, NULL); /* a byte an element: k's buffer has room */
-    memset(k8.data, 0x30, (size_t)attn_tensor_numel(&k8));      /* 0.5 in e4m3 */
-    float scales[2] = {0.5f, 0.25f};
-    attn_tensor kd;
-    attn_tensor_init(&kd, scales, ATTN_F32, 1, &H, NULL, NULL);
-    attn_sdpa_options so = attn_sdpa_options_default();
-    so.k_descale = &kd;
-    attn_mpi_options mo = attn_mpi_options_default();
-    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 30, mo.attention = &so;
-    attn_error err;
-    char why[ATTN_ERROR_MESSAGE_SIZE + 128];
-    attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &k8, &v, &mo, &err);
-    mcheck(st == ATTN_OK, "fp8_keys_with_k_descale_agree", st ? err.message : "");
-    static const char *const NAME[2] = {"ranks_disagree_forward_k_descale_values", "ranks_disagree_forward_k_descale"};
-    static const char *const WANT[2] = {"the ranks disagree on k_descale's values: not the same on every rank",
-                                        "the ranks disagree on k_descale: given on some ranks, not on others"};
-    for (int c = 0; size_ > 1 && c < 2; c++) {
-        scales[1] = odd && c == 0 ? 0.3f : 0.25f;
-        so.k_descale = odd && c == 1 ? NULL : &kd;
-        st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &k8, &v, &mo, &err);
-        snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
-        mcheck(st == ATTN_ERR_OPTION && strcmp(err.message, WANT[c]) == 0 && same_everywhere(st, err.message), NAME[c], why);
-    }
-    free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data);
-}
-
 /* 16-bit queries, which the ring cannot accumulate in: ATTN_ERR_DTYPE on
  * every rank, forward and backward, before any out is written. */
 static void half_queries(void) {
@@ -621,7 +587,6 @@ int main(int argc, char **argv) {
     same_api();
     one_rank_options();
     disagreements();
-    descale_disagreements();
     half_queries();
     MPI_Finalize();
     return n_failed ? 1 : 0;
