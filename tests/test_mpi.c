@@ -487,6 +487,46 @@ static void disagreements(void) {
     call_free(&c);
 }
 
+/* Quantized keys or values, whose rows the ring would measure as 0 bytes
+ * and send as nothing: ATTN_ERR_DTYPE on every rank, forward (fp8 keys
+ * with their scales, as attn_sdpa takes them) and backward, and from
+ * attn_mpi_shard_rows, rather than an attention of whatever the buffers
+ * held. */
+static void quantized_keys(void) {
+    int64_t H = 2, s[3] = {H, 4, 8};
+    attn_tensor q = make(ATTN_F32, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s);
+    attn_tensor out = make(ATTN_F32, 3, s), lse = make(ATTN_F32, 2, s), dq = make(ATTN_F32, 3, s), k8, v8;
+    attn_tensor_init(&k8, k.data, ATTN_E4M3, 3, s, NULL, NULL); /* a byte an element: k's buffer has room */
+    attn_tensor_init(&v8, v.data, ATTN_E5M2, 3, s, NULL, NULL);
+    memset(k8.data, 0x30, (size_t)attn_tensor_numel(&k8)); /* 0.5 in e4m3 */
+    memset(v8.data, 0x38, (size_t)attn_tensor_numel(&v8)); /* 0.5 in e5m2 */
+    float scales[2] = {0.5f, 0.25f};
+    attn_tensor kd;
+    attn_tensor_init(&kd, scales, ATTN_F32, 1, &H, NULL, NULL);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 30, mo.attention = &so;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128];
+    so.k_descale = &kd;
+    attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &k8, &v, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "k is e4m3; the ring takes float keys and values") &&
+           same_everywhere(st, err.message), "err_fp8_keys_forward", why);
+    so.k_descale = NULL;
+    st = attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out, &q, &k, &v8, &out, &lse, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "v is e5m2; the ring takes float keys and values") &&
+           same_everywhere(st, err.message), "err_fp8_values_backward", why);
+    attn_mpi_shard sh;
+    attn_mpi_shard_of(&sh, 4, 0, 1, ATTN_MPI_CONTIGUOUS, NULL);
+    k8.dtype = ATTN_E5M2; /* whole and local of one dtype, refused for being quantized */
+    st = attn_mpi_shard_rows(&v8, &k8, -2, &sh, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "e5m2 rows cannot be copied by element"), "err_shard_rows_fp8", why);
+    free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data), free(dq.data);
+}
+
 /* 16-bit queries, which the ring cannot accumulate in: ATTN_ERR_DTYPE on
  * every rank, forward and backward, before any out is written. */
 static void half_queries(void) {
@@ -587,6 +627,7 @@ int main(int argc, char **argv) {
     same_api();
     one_rank_options();
     disagreements();
+    quantized_keys();
     half_queries();
     MPI_Finalize();
     return n_failed ? 1 : 0;
