@@ -8,9 +8,9 @@
  * and merges the partial results by their log-sum-exp (attn_sdpa_merge).
  * After N steps every rank has exactly what attn_sdpa over the whole
  * sequence gives for its rows: f64 within 1e-13 of it for any rank count,
- * f32 within attn_sdpa's f32 bound (attn.h). The backward pass sends the
- * keys and values round again, with their gradients travelling beside them
- * back to their owners.
+ * f32 within attn_sdpa's f32 bound (attn.h; in the bf16 compute mode, that
+ * mode's bound). The backward pass sends the keys and values round again,
+ * with their gradients travelling beside them back to their owners.
  *
  *   attn_mpi_options o = attn_mpi_options_default();
  *   o.attention = &sdpa_options;           // causal, scale, mask, ...
