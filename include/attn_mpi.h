@@ -8,9 +8,9 @@
  * and merges the partial results by their log-sum-exp (attn_sdpa_merge).
  * After N steps every rank has exactly what attn_sdpa over the whole
  * sequence gives for its rows: f64 within 1e-13 of it for any rank count,
- * f32 within attn_sdpa's f32 bound (attn.h). The backward pass sends the
- * keys and values round again, with their gradients travelling beside them
- * back to their owners.
+ * f32 within attn_sdpa's f32 bound (attn.h; in the bf16 compute mode, that
+ * mode's bound). The backward pass sends the keys and values round again,
+ * with their gradients travelling beside them back to their owners.
  *
  *   attn_mpi_options o = attn_mpi_options_default();
  *   o.attention = &sdpa_options;           // causal, scale, mask, ...
@@ -73,7 +73,8 @@ ATTN_API attn_status attn_mpi_shard_of(attn_mpi_shard *shard, int64_t n, int ran
  * whole have the same rank, dtype and shape but along dimension `dim`
  * (negative counts from the end: -2 is the sequence of (..., L, E)), where
  * whole has n positions and local the shard's rows. Any strides. Errors:
- * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE, ATTN_ERR_SHAPE. */
+ * ATTN_ERR_NULL, ATTN_ERR_RANK, ATTN_ERR_DTYPE (also a quantized dtype),
+ * ATTN_ERR_SHAPE. */
 ATTN_API attn_status attn_mpi_shard_rows(attn_tensor *local, const attn_tensor *whole, int dim,
                                          const attn_mpi_shard *shard, attn_error *err);
 ATTN_API attn_status attn_mpi_unshard_rows(attn_tensor *whole, const attn_tensor *local, int dim,
@@ -161,7 +162,11 @@ ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
  * S are the sums over the ranks; Lr and Sr must be the layout's shard
  * sizes); out (..., Hq, Lr, Ev) and lse (..., Hq, Lr), optional, receive
  * the rank's rows of attn_sdpa's result over the whole. Shapes, dtypes
- * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's.
+ * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's,
+ * but q must be f32 or f64: the ring accumulates out, lse and the
+ * gradients in q's dtype (a 16-bit q is ATTN_ERR_DTYPE; widen it to f32);
+ * and quantized k or v (q8, q4, q4_1, e4m3, e5m2) is ATTN_ERR_DTYPE too
+ * (attn_dequantize widens them).
  * Memory: two shards of k and v in flight, and one partial result.
  * L and S are each 0 or enough for a row in every shard (N for the
  * contiguous layout, 2N for zigzag; ATTN_ERR_SHAPE otherwise). Dimensions

@@ -68,7 +68,11 @@ static void step(ring *R, bwd *b, const char *kv, char *g, int src, MPI_Request 
             attn_tensor pk = ring_block(b->piece + ring_bytes(b->gt, b->q, dq, n), b->gt, b->k, dk, m);
             attn_tensor pv = ring_block((char *)pk.data + ring_bytes(b->gt, b->k, dk, m), b->gt, b->v, dv, m);
             attn_sdpa_options o = ring_piece_options(R, &ks, a, p, &mask);
-            o.sinks = NULL; /* the whole's lse holds them already */
+            /* A piece of some of the row's keys takes its softmax from the
+             * whole's lse, which holds the sink already; one holding every
+             * key (one contiguous rank) is differentiated as a whole call,
+             * which recomputes the softmax and needs the sink for it. */
+            if (m != R->S) o.sinks = NULL;
             *st = attn_sdpa_backward(&pq, b->want_kv ? &pk : NULL, b->want_kv ? &pv : NULL, NULL, &da, &qa, &kb, &vb, &oa,
                                      &la, &o, err);
             if (!*st) {

@@ -39,6 +39,9 @@ static attn_status check_pair(const attn_tensor *local, const attn_tensor *whole
     if (local->rank != whole->rank || local->rank < 1)
         return ring_fail(err, ATTN_ERR_RANK, "local has rank %d and whole %d; they must match", local->rank, whole->rank);
     if (local->dtype != whole->dtype) return ring_fail(err, ATTN_ERR_DTYPE, "local and whole must have one dtype");
+    if (attn_dtype_size(whole->dtype) == 0) /* quantized rows are counted in bytes, not elements */
+        return ring_fail(err, ATTN_ERR_DTYPE, "%s rows cannot be copied by element: dequantize them first (attn_dequantize)",
+                         attn_dtype_name(whole->dtype));
     int d = *dim < 0 ? whole->rank + *dim : *dim;
     if (d < 0 || d >= whole->rank) return ring_fail(err, ATTN_ERR_ARGUMENT, "dimension %d is outside the rank", *dim);
     *dim = d;

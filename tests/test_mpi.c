@@ -487,6 +487,68 @@ static void disagreements(void) {
     call_free(&c);
 }
 
+/* Quantized keys or values, whose rows the ring would measure as 0 bytes
+ * and send as nothing: ATTN_ERR_DTYPE on every rank, forward (fp8 keys
+ * with their scales, as attn_sdpa takes them) and backward, and from
+ * attn_mpi_shard_rows, rather than an attention of whatever the buffers
+ * held. */
+static void quantized_keys(void) {
+    int64_t H = 2, s[3] = {H, 4, 8};
+    attn_tensor q = make(ATTN_F32, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s);
+    attn_tensor out = make(ATTN_F32, 3, s), lse = make(ATTN_F32, 2, s), dq = make(ATTN_F32, 3, s), k8, v8;
+    attn_tensor_init(&k8, k.data, ATTN_E4M3, 3, s, NULL, NULL); /* a byte an element: k's buffer has room */
+    attn_tensor_init(&v8, v.data, ATTN_E5M2, 3, s, NULL, NULL);
+    memset(k8.data, 0x30, (size_t)attn_tensor_numel(&k8)); /* 0.5 in e4m3 */
+    memset(v8.data, 0x38, (size_t)attn_tensor_numel(&v8)); /* 0.5 in e5m2 */
+    float scales[2] = {0.5f, 0.25f};
+    attn_tensor kd;
+    attn_tensor_init(&kd, scales, ATTN_F32, 1, &H, NULL, NULL);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 30, mo.attention = &so;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128];
+    so.k_descale = &kd;
+    attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &k8, &v, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "k is e4m3; the ring takes float keys and values") &&
+           same_everywhere(st, err.message), "err_fp8_keys_forward", why);
+    so.k_descale = NULL;
+    st = attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out, &q, &k, &v8, &out, &lse, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "v is e5m2; the ring takes float keys and values") &&
+           same_everywhere(st, err.message), "err_fp8_values_backward", why);
+    attn_mpi_shard sh;
+    attn_mpi_shard_of(&sh, 4, 0, 1, ATTN_MPI_CONTIGUOUS, NULL);
+    k8.dtype = ATTN_E5M2; /* whole and local of one dtype, refused for being quantized */
+    st = attn_mpi_shard_rows(&v8, &k8, -2, &sh, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "e5m2 rows cannot be copied by element"), "err_shard_rows_fp8", why);
+    free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data), free(dq.data);
+}
+
+/* 16-bit queries, which the ring cannot accumulate in: ATTN_ERR_DTYPE on
+ * every rank, forward and backward, before any out is written. */
+static void half_queries(void) {
+    int64_t s[3] = {2, 4, 8};
+    attn_tensor q = make(ATTN_F32, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s);
+    attn_tensor out = make(ATTN_F32, 3, s), lse = make(ATTN_F32, 2, s), dq = make(ATTN_F32, 3, s), q16, out16;
+    attn_tensor_init(&q16, q.data, ATTN_F16, 3, s, NULL, NULL), attn_tensor_init(&out16, out.data, ATTN_F16, 3, s, NULL, NULL);
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 30;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128];
+    for (int pass = 0; pass < 2; pass++) {
+        attn_status st = pass == 0
+                             ? attn_mpi_sdpa(MPI_COMM_WORLD, &out16, NULL, &q16, &k, &v, &mo, &err)
+                             : attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out16, &q16, &k, &v, &out16, &lse, &mo, &err);
+        snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+        mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "q is f16; the ring takes f32 or f64 queries") &&
+               same_everywhere(st, err.message), pass ? "err_half_queries_backward" : "err_half_queries_forward", why);
+    }
+    free(q.data), free(k.data), free(v.data), free(out.data), free(lse.data), free(dq.data);
+}
+
 /* attn_mpi_same itself: each kind's message, the default status, and
  * ranks that pass different numbers of values. */
 static void same_api(void) {
@@ -544,6 +606,10 @@ int main(int argc, char **argv) {
         {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true, false},
         {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false, false},
         {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true, false},
+        /* One contiguous rank: its one piece holds every key, and is
+         * differentiated as a whole call, which needs the sink. */
+        {"ring_f64_variants_sinks_contiguous_more_queries", ATTN_F64, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 40, 25, 1,
+         1, 2, 1, 0, true, false},
         {"ring_f64_nan_query_row_stays_nan", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 26, 26, 1, 1, 2, 1, 0, false,
          true},
         /* Dimensions of 0, as attn_sdpa takes them: nothing travels, and
@@ -561,6 +627,8 @@ int main(int argc, char **argv) {
     same_api();
     one_rank_options();
     disagreements();
+    quantized_keys();
+    half_queries();
     MPI_Finalize();
     return n_failed ? 1 : 0;
 }
