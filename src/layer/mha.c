@@ -566,6 +566,13 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if (appended && (m->o.rope || read.alibi_slopes || read.window > 0))
         return attn_fail(err, ATTN_ERR_OPTION, "RoPE, ALiBi and a sliding window place keys by their positions, and the keys of "
                          "bias_k/bias_v and add_zero_attn have none: they do not go together");
+    /* RoPE's options, checked here with the others: turned by the layer
+     * (L < S', or a cache's step) they were read only by the rotation,
+     * after the projections, so the workspace sizes were given for options
+     * the call then refused. */
+    attn_rope_options rope;
+    int64_t rotary_dim;
+    if (m->o.rope && (st = attn_rope_read_options(&rope, &rotary_dim, m->o.rope, m->E / m->Hq, err))) return st;
     /* The attention's causal limit would count the appended keys among the
      * S2 (bottom-right: query i would see key i + 1); the mask's holds over
      * the S keys of `key` alone. */
