@@ -2707,7 +2707,9 @@ ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *o
  * and values are appended to the pool (one attn_kv_pages_append), the new
  * queries attend to everything the sequence holds (one
  * attn_kv_pages_attend, with masks[i] for sequence i: NULL or n pointers,
- * each NULL or a mask for (Hq, L_i, length_i + L_i)), then out_proj. The
+ * each NULL or a mask for (Hq, L_i, length_i + L_i) as attn_sdpa takes it,
+ * bool or x's dtype, broadcasting: a bool TRUE lets the key take part, the
+ * opposite of attn_mha's and attn_mha_cached's masks), then out_proj. The
  * pool's heads must be num_kv_heads, its key_dim and value_dim embed_dim /
  * num_heads. Sequence i's rows are bitwise what attn_mha_cached gives for
  * it alone, unbatched, with a contiguous cache holding the same keys (and
@@ -2753,8 +2755,9 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * to its row after the positions it holds, the new queries attend to
  * everything it holds (one batch: the kernels read the cache in place,
  * each row as one page of a paged view), with masks[i] (NULL or n
- * pointers, each NULL or a mask for (Hq, L_i, lengths[rows[i]] + L_i)),
- * then out_proj; on success lengths[rows[i]] grows by L_i. Sequence i's
+ * pointers, each NULL or a mask for (Hq, L_i, lengths[rows[i]] + L_i), as
+ * attn_mha_paged takes them: attn_sdpa's polarity, a bool TRUE keeps the
+ * key), then out_proj; on success lengths[rows[i]] grows by L_i. Sequence i's
  * rows are bitwise what attn_mha_cached gives for it alone, unbatched, in
  * a cache of one row holding the same keys (and dropout seed + i, as
  * attn_kv_pages_attend numbers them). The causal rule is attn_mha_cached's
