@@ -1872,7 +1872,7 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * "attn: mha_projections gemm_q=bf16:avx512_bf16/12x32 ... gemm_out=..."
  * (sums, kernel set, register tile; f32:avx512/12x32 for f32 sums). Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. N = 0 or L = 0 (see "Dimensions of
+ * attention is 0) and the row's weights are 0, as attn_sdpa gives. N = 0 or L = 0 (see "Dimensions of
  * 0") gives an out with no element, S = 0 (without bias_k or a zero key)
  * rows of out_proj's bias, as the module gives. Memory, from the context's workspace
  * when one is given (attn_mha_workspace_size), else from malloc in one block
