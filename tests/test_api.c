@@ -2325,6 +2325,31 @@ static void test_mha(void) {
                      ATTN_ERR_OPTION, "RoPE base is 0", name);
     }
     rope.base = 10000;
+    /* RoPE's positions within 2^53 as attn_sdpa takes them, the last key's
+     * at most there: taken by attn_mha and attn_mha_backward alike where
+     * the layer turns q and k itself (L < S; the backward turned the
+     * queries back from an offset past 2^53 and refused what the forward
+     * took), refused by both one position further. */
+    {
+        attn_tensor dq = make(ATTN_F64, 3, sx), dout = make(ATTN_F64, 3, sx);
+        memset(dout.data, 0, sizeof(double) * (size_t)(N * L * E));
+        const int64_t pasts[3] = {0, 1, S}; /* S: position_offset 2^53 itself */
+        for (int i = 0; i < 3; i++) {
+            int64_t past = pasts[i];
+            rope.position_offset = ((int64_t)1 << 53) - S + past;
+            attn_status want = past ? ATTN_ERR_OPTION : ATTN_OK;
+            const char *needle = past ? "past 2^53" : "";
+            char name[2][64];
+            snprintf(name[0], sizeof name[0], "err_mha_rope_keys_%lld_past_2^53", (long long)past);
+            snprintf(name[1], sizeof name[1], "err_mha_backward_rope_keys_%lld_past_2^53", (long long)past);
+            check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, want, needle,
+                         past ? name[0] : "mha_rope_last_key_at_2^53");
+            check_status(attn_mha_backward(&dq, NULL, NULL, NULL, &dout, &q, &kv, &kv, &p, &o, &err), &err, want, needle,
+                         past ? name[1] : "mha_backward_rope_last_key_at_2^53");
+        }
+        rope.position_offset = 0;
+        free(dq.data), free(dout.data);
+    }
     o.rope = NULL, o.causal = ATTN_CAUSAL_NONE;
     /* Self-attention token by token through a KV cache = causal over the whole sequence. */
     o.causal = ATTN_CAUSAL_TOP_LEFT;
