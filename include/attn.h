@@ -1805,7 +1805,10 @@ typedef struct attn_mha_options {
      * position_offset + l whatever L and S), or NULL for none. Not
      * with bias_k/bias_v or
      * add_zero_attn, whose keys have no position (nor are the attention's
-     * ALiBi and window: ATTN_ERR_OPTION). */
+     * ALiBi and window: ATTN_ERR_OPTION). Positions past 2^53, where
+     * doubles stop holding them exactly, are ATTN_ERR_OPTION: position_offset
+     * over max(L, S) of them, as attn_sdpa counts them (a cache's step:
+     * position_offset plus the length the cache holds, at most 2^53). */
     const attn_rope_options *rope;
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
