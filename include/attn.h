@@ -1817,7 +1817,10 @@ typedef struct attn_mha_options {
      * position_offset + l whatever L and S), or NULL for none. Not
      * with bias_k/bias_v or
      * add_zero_attn, whose keys have no position (nor are the attention's
-     * ALiBi and window: ATTN_ERR_OPTION). */
+     * ALiBi and window: ATTN_ERR_OPTION). Positions past 2^53, where
+     * doubles stop holding them exactly, are ATTN_ERR_OPTION: position_offset
+     * over max(L, S) of them, as attn_sdpa counts them (a cache's step:
+     * position_offset plus the length the cache holds, at most 2^53). */
     const attn_rope_options *rope;
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),
@@ -1884,7 +1887,7 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * "attn: mha_projections gemm_q=bf16:avx512_bf16/12x32 ... gemm_out=..."
  * (sums, kernel set, register tile; f32:avx512/12x32 for f32 sums). Where PyTorch gives NaN
  * (a query whose every key is masked) the output row is out_proj's bias (the
- * attention is 0), as attn_sdpa gives. N = 0 or L = 0 (see "Dimensions of
+ * attention is 0) and the row's weights are 0, as attn_sdpa gives. N = 0 or L = 0 (see "Dimensions of
  * 0") gives an out with no element, S = 0 (without bias_k or a zero key)
  * rows of out_proj's bias, as the module gives. Memory, from the context's workspace
  * when one is given (attn_mha_workspace_size), else from malloc in one block
@@ -2721,7 +2724,9 @@ ATTN_API attn_status attn_kv_paged_run_view(attn_sdpa_plan *plan, attn_tensor *o
  * and values are appended to the pool (one attn_kv_pages_append), the new
  * queries attend to everything the sequence holds (one
  * attn_kv_pages_attend, with masks[i] for sequence i: NULL or n pointers,
- * each NULL or a mask for (Hq, L_i, length_i + L_i)), then out_proj. The
+ * each NULL or a mask for (Hq, L_i, length_i + L_i) as attn_sdpa takes it,
+ * bool or x's dtype, broadcasting: a bool TRUE lets the key take part, the
+ * opposite of attn_mha's and attn_mha_cached's masks), then out_proj. The
  * pool's heads must be num_kv_heads, its key_dim and value_dim embed_dim /
  * num_heads. Sequence i's rows are bitwise what attn_mha_cached gives for
  * it alone, unbatched, with a contiguous cache holding the same keys (and
@@ -2767,8 +2772,9 @@ ATTN_API attn_status attn_mha_paged(attn_tensor *out, const attn_tensor *x, cons
  * to its row after the positions it holds, the new queries attend to
  * everything it holds (one batch: the kernels read the cache in place,
  * each row as one page of a paged view), with masks[i] (NULL or n
- * pointers, each NULL or a mask for (Hq, L_i, lengths[rows[i]] + L_i)),
- * then out_proj; on success lengths[rows[i]] grows by L_i. Sequence i's
+ * pointers, each NULL or a mask for (Hq, L_i, lengths[rows[i]] + L_i), as
+ * attn_mha_paged takes them: attn_sdpa's polarity, a bool TRUE keeps the
+ * key), then out_proj; on success lengths[rows[i]] grows by L_i. Sequence i's
  * rows are bitwise what attn_mha_cached gives for it alone, unbatched, in
  * a cache of one row holding the same keys (and dropout seed + i, as
  * attn_kv_pages_attend numbers them). The causal rule is attn_mha_cached's

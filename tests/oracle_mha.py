@@ -462,6 +462,62 @@ def cached_batch_case(o, rng, name, H, Hkv, E, steps, rope, B=3, capacity=32):
     o.report(name, why)
 
 
+def cached_batch_masks_case(o, rng, name, H, Hkv, E, capacity=16):
+    """attn_mha_cached_batch in f64 with a mask per sequence, which keeps
+    attn_sdpa's polarity (a bool true lets the key take part, the opposite of
+    the layer's attn_mask and key_padding_mask), and a float mask added: two
+    rows of their own lengths, one step of a bool (L, S) mask and a float
+    (Hq, L, S) one, against the layer in PyTorch on each row's whole
+    sequence, bottom-right causal."""
+    lib = o.lib
+    D = E // H
+    f = rng.standard_normal
+    state = gqa_state(f, E, D, Hkv)
+    t = {k: torch.from_numpy(a) for k, a in state.items()}
+    cache, memory, why = f64_cache(lib, 2, Hkv, capacity, D)
+    if why:
+        return o.report(name, why)
+    lengths = np.zeros(2, np.int64)
+    I64 = ctypes.POINTER(ctypes.c_int64)
+    err = Error()
+    hist = [f((n, E)) for n in (4, 2)]  # rows 0 and 1 before the masked step
+    keep = rng.random((3, 7)) < 0.6
+    keep[:, 0] = True  # a key every query sees
+    masks = [keep, f((H, 2, 4))]  # row 0: 3 new of 7; row 1: 2 new of 4
+    for step, (xs, ms) in enumerate((([hist[0], hist[1]], None), ([f((3, E)), f((2, E))], masks))):
+        o.keep = []
+        p = o.params(state, E, H, Hkv)
+        opts = lib.attn_mha_options_default()
+        opts.causal = 2
+        rows = np.array([0, 1], np.int64)
+        cu = np.array([0, len(xs[0]), len(xs[0]) + len(xs[1])], np.int64)
+        x = np.concatenate(xs)
+        out = np.zeros_like(x)
+        mp = (P * 2)(*[o.tensor(m) for m in ms]) if ms else None
+        st = lib.attn_mha_cached_batch(ctypes.byref(view(out)), ctypes.byref(view(x)), cu.ctypes.data_as(I64),
+                                       rows.ctypes.data_as(I64), ctypes.c_int64(2), cache, lengths.ctypes.data_as(I64),
+                                       mp, ctypes.byref(p), ctypes.byref(opts), ctypes.byref(err))
+        if st:
+            return o.report(name, "step %d: attn_mha_cached_batch: %s" % (step, err.message.decode()))
+    why = ""
+    for row in range(2):
+        new = xs[row]
+        seq = torch.from_numpy(np.concatenate([hist[row], new]))[None]
+        L, S = len(new), seq.shape[1]
+        Q = F.linear(seq[:, -L:], t["q_proj_weight"], t["q_proj_bias"]).reshape(1, L, H, D).transpose(1, 2)
+        K = F.linear(seq, t["k_proj_weight"], t["k_proj_bias"]).reshape(1, S, Hkv, D).transpose(1, 2)
+        V = F.linear(seq, t["v_proj_weight"], t["v_proj_bias"]).reshape(1, S, Hkv, D).transpose(1, 2)
+        K, V = K.repeat_interleave(H // Hkv, 1), V.repeat_interleave(H // Hkv, 1)
+        sc = Q @ K.transpose(-2, -1) / math.sqrt(D)
+        m = torch.from_numpy(masks[row])
+        sc = sc.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else sc + m
+        sc = sc.masked_fill(~causal_allowed(L, S, 2), float("-inf"))
+        heads = (torch.softmax(sc, -1) @ V).transpose(1, 2).reshape(1, L, E)
+        ref = F.linear(heads, t["out_proj_weight"], t["out_proj_bias"])[0].numpy()
+        why = why or o.compare("row %d" % row, out[cu[row]:cu[row + 1]], ref, 1e-12)
+    o.report(name, why)
+
+
 def cached_masks_case(o, rng, name, H, Hkv, E, steps, rope, N=2, capacity=16):
     """attn_mha_cached in f64, batch_first, with attn_mask and
     key_padding_mask over the keys the cache holds after each step's append
@@ -1215,6 +1271,8 @@ def main():
                       [[(2, 5), (0, 9)], [(0, 1), (1, 4), (2, 2)], [(1, 1), (2, 1), (0, 3)]], (0, 10000.0, 0, 3))
     cached_batch_case(o, rng, "mha_cached_batch_f64_mqa_interleaved_rope_partial", 6, 1, 36,
                       [[(1, 12)], [(0, 3), (1, 1)], [(1, 1), (0, 1)], [(0, 2)]], (1, 500.0, 4, 0), B=2)
+    # A mask per sequence in the batched step: attn_sdpa's polarity, a bool true keeps the key.
+    cached_batch_masks_case(o, rng, "mha_cached_batch_f64_masks_per_sequence_true_keeps_the_key", 4, 2, 16)
     # attn_mha_cached with masks over the cached keys, step after step.
     cached_masks_case(o, rng, "mha_cached_f64_masks_over_the_cache_gqa_rope", 4, 2, 24,
                       [(6, ("am_bool",)), (1, ("kpm_bool", "am_float3")), (3, ("kpm_float",)), (2, ())],
@@ -1296,11 +1354,11 @@ def main():
     am[1] = True
     with torch.no_grad():
         ref, _ = mha(torch.from_numpy(q), torch.from_numpy(q), torch.from_numpy(q), attn_mask=torch.from_numpy(am))
-    st, msg, out, _ = o.run(q, q, q, module_state(mha, np.float64), 2, attn_mask=am)
+    st, msg, out, w = o.run(q, q, q, module_state(mha, np.float64), 2, attn_mask=am, want_weights=True)
     bias = mha.out_proj.bias.detach().numpy()
-    ok = not st and np.isnan(ref.numpy()[1]).all() and np.abs(out[1, 0] - bias).max() == 0 and \
+    ok = not st and np.isnan(ref.numpy()[1]).all() and np.abs(out[1, 0] - bias).max() == 0 and not w[0, 1].any() and \
         not o.compare("out", np.delete(out, 1, 0), np.delete(ref.numpy(), 1, 0), 1e-12)
-    o.report("fully_masked_row_torch_nan_attn_bias", "" if ok else "torch %s, attn %s (%s)" % (ref.numpy()[1], out[1], msg))
+    o.report("fully_masked_row_torch_nan_attn_bias_weights_0", "" if ok else "torch %s, attn %s (%s)" % (ref.numpy()[1], out[1], msg))
     # Errors.
     x = rng.standard_normal((4, 2, 8))
     good = module_state(mha, np.float64)

@@ -2306,6 +2306,50 @@ static void test_mha(void) {
         snprintf(name, sizeof name, "mha_rope_%s_attention_%s", calls[c], c ? "turns_q_k_itself" : "inside_the_kernel");
         check(st == ATTN_OK && inside == (c == 0), name, "status %d, verbose: %s", (int)st, verbose_last_line);
     }
+    /* RoPE's options are checked before any work, by the workspace sizes
+     * too: turned after projecting (L < S), they were read only by the
+     * rotation, so attn_mha_workspace_size measured options attn_mha then
+     * refused. out is left as it was. */
+    rope.base = 0;
+    for (int c = 0; c < 2; c++) {
+        size_t ws = 0;
+        char name[64];
+        for (int64_t i = 0; i < N * L * E; i++) ((double *)out.data)[i] = 7.25;
+        snprintf(name, sizeof name, "err_mha_rope_base_0_%s", calls[c]);
+        check_status(attn_mha(&out, NULL, &q, c ? &kv : &q, c ? &kv : &q, &p, &o, &err), &err, ATTN_ERR_OPTION,
+                     "RoPE base is 0", name);
+        strcat(name, "_out_untouched");
+        check(((double *)out.data)[0] == 7.25 && ((double *)out.data)[N * L * E - 1] == 7.25, name, "out was written");
+        snprintf(name, sizeof name, "err_mha_workspace_size_rope_base_0_%s", calls[c]);
+        check_status(attn_mha_workspace_size(&ws, &out, NULL, &q, c ? &kv : &q, c ? &kv : &q, &p, &o, &err), &err,
+                     ATTN_ERR_OPTION, "RoPE base is 0", name);
+    }
+    rope.base = 10000;
+    /* RoPE's positions within 2^53 as attn_sdpa takes them, the last key's
+     * at most there: taken by attn_mha and attn_mha_backward alike where
+     * the layer turns q and k itself (L < S; the backward turned the
+     * queries back from an offset past 2^53 and refused what the forward
+     * took), refused by both one position further. */
+    {
+        attn_tensor dq = make(ATTN_F64, 3, sx), dout = make(ATTN_F64, 3, sx);
+        memset(dout.data, 0, sizeof(double) * (size_t)(N * L * E));
+        const int64_t pasts[3] = {0, 1, S}; /* S: position_offset 2^53 itself */
+        for (int i = 0; i < 3; i++) {
+            int64_t past = pasts[i];
+            rope.position_offset = ((int64_t)1 << 53) - S + past;
+            attn_status want = past ? ATTN_ERR_OPTION : ATTN_OK;
+            const char *needle = past ? "past 2^53" : "";
+            char name[2][64];
+            snprintf(name[0], sizeof name[0], "err_mha_rope_keys_%lld_past_2^53", (long long)past);
+            snprintf(name[1], sizeof name[1], "err_mha_backward_rope_keys_%lld_past_2^53", (long long)past);
+            check_status(attn_mha(&out, NULL, &q, &kv, &kv, &p, &o, &err), &err, want, needle,
+                         past ? name[0] : "mha_rope_last_key_at_2^53");
+            check_status(attn_mha_backward(&dq, NULL, NULL, NULL, &dout, &q, &kv, &kv, &p, &o, &err), &err, want, needle,
+                         past ? name[1] : "mha_backward_rope_last_key_at_2^53");
+        }
+        rope.position_offset = 0;
+        free(dq.data), free(dout.data);
+    }
     o.rope = NULL, o.causal = ATTN_CAUSAL_NONE;
     /* Self-attention token by token through a KV cache = causal over the whole sequence. */
     o.causal = ATTN_CAUSAL_TOP_LEFT;
@@ -2319,6 +2363,21 @@ static void test_mha(void) {
     attn_kv_cache_init(&cache, cmem, cbytes, &cd, &err);
     attn_mha_options oc = attn_mha_options_default();
     oc.batch_first = 1;
+    { /* a bad RoPE measured as the step refuses it (the step turns q and k itself) */
+        attn_rope_options odd = attn_rope_options_default();
+        odd.rotary_dim = 3;
+        oc.rope = &odd, oc.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+        attn_tensor qt = q, rt = ref;
+        qt.shape[1] = rt.shape[1] = 1;
+        size_t ws = 0;
+        check_status(attn_mha_cached_workspace_size(&ws, &rt, &qt, cache, &p, &oc, &err), &err, ATTN_ERR_SHAPE,
+                     "rotary dimension is 3", "err_mha_cached_workspace_size_rope_odd_dim");
+        check_status(attn_mha_cached(&rt, &qt, cache, &p, &oc, &err), &err, ATTN_ERR_SHAPE, "rotary dimension is 3",
+                     "err_mha_cached_rope_odd_dim");
+        check(attn_kv_cache_length(cache) == 0, "err_mha_cached_rope_odd_dim_appends_nothing", "length %lld",
+              (long long)attn_kv_cache_length(cache));
+        oc.rope = NULL, oc.causal = ATTN_CAUSAL_NONE;
+    }
     int ok = 1;
     for (int64_t t = 0; t < L; t++) {
         attn_tensor qt = q, rt = ref;

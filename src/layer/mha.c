@@ -531,6 +531,22 @@ attn_status attn_mha_check_store(const attn_kv_paged_view *w, const char *what, 
     return ATTN_OK;
 }
 
+/* RoPE's positions over a whole sequence (attn_mha, attn_mha_backward)
+ * stay within 2^53, as attn_sdpa's RoPE holds them (the same test,
+ * position_offset being at most 2^53): turned by the layer (L < S'), keys
+ * past it were taken by attn_mha and refused by attn_mha_backward, which
+ * turns the queries back from an offset past 2^53. A cache's steps check
+ * their own positions, after what it holds. */
+attn_status attn_mha_check_rope_span(const attn_mha_call *m, attn_error *err) {
+    attn_rope_options r;
+    int64_t rotary_dim, positions = m->L > m->S2 ? m->L : m->S2;
+    if (!m->o.rope || attn_rope_read_options(&r, &rotary_dim, m->o.rope, m->D, NULL) || /* checked by attn_mha_plan */
+        positions <= ((int64_t)1 << 53) - r.position_offset)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_OPTION, "RoPE's positions run from position_offset %lld over %lld positions, past 2^53",
+                     (long long)r.position_offset, (long long)positions);
+}
+
 /* The call's sizes from its inputs; every check before any work. */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                         const attn_tensor *key, const attn_tensor *value, attn_error *err) {
@@ -566,6 +582,13 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     if (appended && (m->o.rope || read.alibi_slopes || read.window > 0))
         return attn_fail(err, ATTN_ERR_OPTION, "RoPE, ALiBi and a sliding window place keys by their positions, and the keys of "
                          "bias_k/bias_v and add_zero_attn have none: they do not go together");
+    /* RoPE's options, checked here with the others: turned by the layer
+     * (L < S', or a cache's step) they were read only by the rotation,
+     * after the projections, so the workspace sizes were given for options
+     * the call then refused. */
+    attn_rope_options rope;
+    int64_t rotary_dim;
+    if (m->o.rope && (st = attn_rope_read_options(&rope, &rotary_dim, m->o.rope, m->E / m->Hq, err))) return st;
     /* The attention's causal limit would count the appended keys among the
      * S2 (bottom-right: query i would see key i + 1); the mask's holds over
      * the S keys of `key` alone. */
@@ -641,8 +664,8 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
     attn_tensor out_view;
     m.measuring = measure != NULL;
-    if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (st = attn_check_writable(out, "out", err)) ||
-        (weights && (st = check_weights(weights, &m, err))))
+    if ((st = attn_mha_plan(&m, &out_view, out, query, key, value, err)) || (st = attn_mha_check_rope_span(&m, err)) ||
+        (st = attn_check_writable(out, "out", err)) || (weights && (st = check_weights(weights, &m, err))))
         return st;
     if (!measure && !m.context.workspace) return in_one_block(a, &m.o, m.context, err);
     attn_named ins[ATTN_MHA_INPUTS];

@@ -127,6 +127,10 @@ static inline int64_t attn_mha_rope_after(int64_t offset, int64_t held) {
  * messages in the layer's terms, before anything is written. */
 attn_status attn_mha_check_store(const attn_kv_paged_view *w, const char *what, const attn_mha_call *m,
                                  attn_error *err);
+/* RoPE's positions over the whole sequences of attn_mha and
+ * attn_mha_backward (position_offset over max(L, S')) within 2^53, as
+ * attn_sdpa holds them; after attn_mha_plan, which checked the options. */
+attn_status attn_mha_check_rope_span(const attn_mha_call *m, attn_error *err);
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);

@@ -311,7 +311,8 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         return st;
     attn_tensor dout_view; /* dout by its own name: attn_mha_plan would call it out */
     if ((st = attn_check_data(dout, "dout", false, err)) ||
-        (st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err)))
+        (st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err)) ||
+        (st = attn_mha_check_rope_span(&m, err)))
         return st;
     const attn_tensor *g[G_COUNT], *like[G_COUNT];
     grad_list(g, &gp, gp.sinks), grad_list(like, &m.p, m.attention.sinks);
