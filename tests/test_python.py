@@ -499,6 +499,20 @@ def float16_q_backward():
     except attn.DtypeError as e:
         why = "" if str(e).startswith("dout is f32") else str(e)
     check("sdpa_backward_float16_q_float32_dout_refused", not why, why)
+    # want_dsinks beside a float16 q: attn_sdpa_sinks_backward takes f32 or
+    # f64 only (it refused the float16 out after the backward had run), so
+    # dsinks is the float32 call's on dout and out widened, bitwise
+    sinks = np.array([0.5, -1.0, 2.0, 0.0])
+    try:
+        out, lse = attn.sdpa(q16, k, v, causal=causal, return_lse=True, sinks=sinks)
+        *grads, dsinks = attn.sdpa_backward(dout, q16, k, v, out, lse, causal=causal, sinks=sinks, want_dsinks=True)
+        *_, wide = attn.sdpa_backward(*(a.astype(np.float32) for a in (dout, q16, k, v, out)), lse, causal=causal,
+                                      sinks=sinks, want_dsinks=True)
+        why = "dsinks %s" % dsinks.dtype if dsinks.dtype != np.float32 else \
+            "" if np.array_equal(dsinks, wide) and np.any(dsinks) else "differs from the float32 call's dsinks"
+    except Exception as e:  # noqa: BLE001 -- any exception is the failure
+        why = "%s: %s" % (type(e).__name__, e)
+    check("sdpa_backward_float16_q_dsinks_bitwise_widened", not why, why)
 
 
 float16_q_backward()

@@ -480,7 +480,8 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     seed) and score variants (softcap, alibi_slopes, window, sinks, rope, compute,
     as sdpa takes them). Returns (dq, dk, dv), each None when not in `want`,
     then dsinks (Hq,) with want_dsinks (the sinks' gradient,
-    attn_sdpa_sinks_backward; float32 or float64 out), and dmask last
+    attn_sdpa_sinks_backward; float32 or float64 as out, float32 beside a
+    float16 q), and dmask last
     with want_dmask (a float mask's gradient). A float16 q, as
     attn_sdpa_backward takes it, comes with float16 dout and out and float32
     lse: each gradient is then in its tensor's dtype (dmask float32), its
@@ -510,6 +511,12 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
                                      *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
     dsinks = None
     if want_dsinks:  # from dout, out and lse, after the backward has checked them
+        # attn_sdpa_sinks_backward takes f32 or f64 only: beside a float16 q
+        # (whose lse is float32) dout and out are widened, exactly, and
+        # dsinks is float32; the call refused them after the backward had run.
+        if half:
+            dout, out = dout.astype(np.float32), out.astype(np.float32)
+            ins[0], ins[4] = view(dout), view(out)
         dsinks = np.empty(o.sinks.contents.shape[0], out.dtype)
         dv_ = view(dsinks)
         raise_for(LIB.attn_sdpa_sinks_backward(ctypes.byref(dv_), *[ctypes.byref(t) for t in (ins[0], ins[4], ins[5])],
