@@ -788,6 +788,9 @@ argument_cases = [
      lambda: attn.sdpa_varlen_backward(so[0][:, None], q[0][:, None], k[0][:, None], v[0][:, None], so[0][:, None],
                                        sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
     ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
+    # an integer past int64 is still a real number (it was refused as "not int"); past float64 it is not
+    ("scale_past_float64", "ArgumentError", "scale is an integer past float64's range",
+     lambda: attn.sdpa(q, k, v, scale=2 ** 1100)),
     ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),
     ("seed_float", "TypeError", "seed must be an integer", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=1.5)),
     ("seed_past_uint64", "ArgumentError", "seed is", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64)),
@@ -820,7 +823,8 @@ check("negative_seed_as_uint64", np.array_equal(attn.sdpa(q, k, v, dropout_p=0.2
                                                 attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64 - 1)))
 # A ragged batch's arguments, refused as what they are: None offsets were
 # "not object ()" (not a NullError, as a None q is), integers past int64 in
-# a list "not float64", masks=5 or a generator "has no len()", an integer
+# a list "not float64" (and an empty list "outside int64"), masks=5 or a
+# generator "has no len()", an integer
 # mask called "mask" (not which one); causal=[] was "unhashable type" and an
 # integer out= an array "not taken", naming neither.
 varlen_cases = [
@@ -829,6 +833,8 @@ varlen_cases = [
      lambda: attn.sdpa_varlen_backward(out, vq, vk, vv, out, lse, cq, None)),
     ("offsets_past_int64", "ArgumentError", "cu_seqlens_k holds an offset outside int64",
      lambda: attn.sdpa_varlen(vq, vk, vv, cq, list(ck[:-1]) + [2 ** 64 + 1])),
+    ("no_offsets", "ArgumentError", "cu_seqlens_q must be a 1-D array of integers with B+1 offsets, not float64 (0,)",
+     lambda: attn.sdpa_varlen(vq, vk, vv, [], [])),
     ("masks_not_a_list", "TypeError", "masks must be a list", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=5)),
     ("integer_mask_named", "MaskError", "masks[2] is int32", lambda: attn.sdpa_varlen(
         vq, vk, vv, cq, ck, masks=[None, None, np.ones((Lq[2], Lk[2]), np.int32)] + [None] * (B - 3))),
@@ -851,6 +857,8 @@ try:
 except Exception as e:  # noqa: BLE001 -- any exception is the failure
     why = "%s: %s" % (type(e).__name__, e)
 check("varlen_masks_from_a_generator", not why, why)
+check("scale_integer_past_int64_taken", np.array_equal(attn.sdpa(q, k, v, scale=2 ** 70),
+                                                      attn.sdpa(q, k, v, scale=float(2 ** 70))))
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))

@@ -215,6 +215,11 @@ def _real(x, name):
     string, a bool or several values are a TypeError naming the argument
     (float() said "could not convert string to float", or "only size-1
     arrays can be converted", without saying which argument)."""
+    if isinstance(x, int) and not isinstance(x, bool):  # past int64 NumPy made it an object array, refused as "int"
+        try:
+            return float(x)
+        except OverflowError:
+            raise ArgumentError("%s is an integer past float64's range" % name, 19) from None
     if x is not None and not isinstance(x, (str, bytes)):
         try:
             a = np.asarray(x)
@@ -546,8 +551,8 @@ def _offsets(cu, name):
     if cu is None:
         raise NullError("%s is None" % name, 1)
     a = np.asarray(cu)
-    if a.dtype.kind in "fO" and a.ndim == 1 and not isinstance(cu, np.ndarray) and all(
-            isinstance(x, (int, np.integer)) for x in cu):
+    if a.dtype.kind in "fO" and a.size and a.ndim == 1 and not isinstance(cu, np.ndarray) and all(
+            isinstance(x, (int, np.integer)) for x in cu):  # (an empty list, float64 too, holds no offset)
         raise ArgumentError("%s holds an offset outside int64" % name, 19)
     if a.ndim != 1 or a.size < 1 or a.dtype.kind not in "iu":
         raise ArgumentError("%s must be a 1-D array of integers with B+1 offsets, not %s %s"
