@@ -550,8 +550,24 @@ for label, cls, call in (
         ("step_params_none", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], None)),
         ("step_rope_not_a_dict", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, rope=5)),
         ("step_rope_base_string", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye,
-                                                                   rope={"base": "1e4"}))):
+                                                                   rope={"base": "1e4"})),
+        ("attend_causal_a_list", attn.OptionError, lambda: pool.attend(a, np.ones((1, 1, 4), np.float32), causal=[1])),
+        ("plan_causal_a_list", attn.OptionError, lambda: pool.plan([a], [1], num_heads=1, causal=[1])),
+        ("step_causal_a_list", attn.OptionError,
+         lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, causal=[1]))):
     refused("kv_pages_python_refuses_" + label, cls, call)
+# Offsets that are one integer: "'int' object is not iterable", naming neither.
+for label, name, call in (
+        ("append", "cu_seqlens", lambda: pool.append([a], two, two, cu_seqlens=2)),
+        ("attend", "cu_seqlens_q", lambda: pool.attend([a], np.ones((1, 1, 4), np.float32), cu_seqlens_q=1))):
+    try:
+        call()
+        why = "no error"
+    except TypeError as e:
+        why = "" if str(e).startswith(name + " must be a list") and pool.memory.tobytes() == before else str(e)
+    except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_%s_offsets_an_int_named" % label, not why, why)
 # One sequence named by an int with packed arrays and their offsets: the
 # arrays were wrapped in a list as if unpacked (a rank-4 RankError); a 0-d
 # NumPy array as the id was iterated (TypeError).

@@ -113,6 +113,15 @@ def _scales(d, k_scale, v_scale):
     return scales
 
 
+def _causal_known(causal):
+    """Whether causal is one of CAUSAL's keys: a list, unhashable, is not
+    (the test raised "unhashable type: 'list'", naming no argument)."""
+    try:
+        return causal in CAUSAL
+    except TypeError:
+        return False
+
+
 def _i64s(values, name):
     """A ctypes int64 array of values (kept alive by the caller), each an
     integer in int64's range (_index), as a C array cannot say otherwise."""
@@ -188,7 +197,7 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32, varia
             t = view(a)
             keep += [a, t]
             setattr(p, name, ctypes.pointer(t))
-    if causal not in CAUSAL:
+    if not _causal_known(causal):
         raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
     o = default(MhaOptions)
     o.causal = CAUSAL[causal]  # True or 'top-left' (was 0: no mask, silently) the library refuses for a cache
@@ -345,7 +354,7 @@ class KVPages:
             (k, cu), (v, _) = _packed(k, "k"), _packed(v, "v")
         else:
             k, v = (_float_array(a, n, np.float32, kv=True, f32_only=True) for a, n in ((k, "k"), (v, "v")))
-            cu = cu_seqlens
+            cu = _listed(cu_seqlens, "cu_seqlens", "offsets")  # an int said "not iterable", naming nothing
         ids, offsets, kv_, vv = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), _view(k), _view(v)
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
@@ -416,7 +425,7 @@ class KVPages:
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
-            q, cu = _query(q, f32_only=True)[0], list(cu_seqlens_q)
+            q, cu = _query(q, f32_only=True)[0], _listed(cu_seqlens_q, "cu_seqlens_q", "offsets")
         else:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
@@ -431,7 +440,7 @@ class KVPages:
             for a in parts:
                 cu.append(cu[-1] + a.shape[0])
             q = np.concatenate(parts) if parts else np.zeros((0, self.heads, self.key_dim), np.float32)
-        if causal not in CAUSAL:
+        if not _causal_known(causal):
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
         o = _options(causal, scale, None, dropout_p, seed, variants)
         Hq = q.shape[1] if q.ndim == 3 else 1
@@ -521,7 +530,7 @@ class PagedPlan:
                  q_dtype=np.float32, variants=None):
         if len(q_lengths) != len(seqs):
             raise ValueError("plan needs one query count per sequence")
-        if causal not in CAUSAL:
+        if not _causal_known(causal):
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
         try:
             q_dtype = np.dtype(q_dtype)
