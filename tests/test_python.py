@@ -499,6 +499,15 @@ def float16_q_backward():
     except attn.DtypeError as e:
         why = "" if str(e).startswith("dout is f32") else str(e)
     check("sdpa_backward_float16_q_float32_dout_refused", not why, why)
+    # an lse of another dtype than float32 beside a float16 q, named as the caller gave it (the
+    # library spoke of q's float32 copy: "lse is f64 but q is f32"; float16 was told to be float64)
+    for dt in (np.float64, np.float16):
+        try:
+            attn.sdpa_backward(dout, q16, k, v, out, lse.astype(dt), mask=mask, causal=causal)
+            why = "no error"
+        except attn.DtypeError as e:
+            why = "" if str(e) == "lse is %s; beside a float16 q it must be float32" % np.dtype(dt) else str(e)
+        check("sdpa_backward_float16_q_%s_lse_refused" % np.dtype(dt), not why, why)
     # want_dsinks beside a float16 q: attn_sdpa_sinks_backward takes f32 or
     # f64 only (it refused the float16 out after the backward had run), so
     # dsinks is the float32 call's on dout and out widened, bitwise

@@ -496,7 +496,9 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     k, v = _keys_values(k, v, q, work)
     half = q.dtype == np.float16
     dout, out = (_float_array(a, n, q.dtype, f16=half) for a, n in ((dout, "dout"), (out, "out")))
-    lse = _float_array(lse, "lse", work)
+    lse = _float_array(lse, "lse", work, f16=half)
+    if half and lse.dtype != np.float32:  # the library named q's float32 copy ("lse is f64 but q is f32")
+        raise DtypeError("lse is %s; beside a float16 q it must be float32" % lse.dtype, 6)
     m, mv = _mask(mask, work)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
