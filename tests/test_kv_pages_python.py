@@ -913,7 +913,9 @@ for label, value in (("int32", np.array([1, 1], np.int32)), ("list", [1, 1]),
     got = c32.mha_step([1], [x1], layer)[0]
     check("kv_cache_lengths_assigned_%s" % label, c32.lengths is own and list(c32.lengths) == [1, 2] and
           np.array_equal(got, want_step), "lengths %s" % c32.lengths)
-for label, value in (("short", np.array([1], np.int64)), ("float", [1.0, 1.0]), ("2d", [[1, 1]])):
+# uint64 past int64 wrapped to a negative length when copied in
+for label, value in (("short", np.array([1], np.int64)), ("float", [1.0, 1.0]), ("2d", [[1, 1]]),
+                     ("uint64_past_int64", np.array([2 ** 63, 1], np.uint64))):
     try:
         c32.lengths = value
         why = "no error"

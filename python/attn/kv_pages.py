@@ -737,6 +737,8 @@ class KVCache:
         if a.shape != (self.batch,) or (a.size and a.dtype.kind not in "iu"):
             raise ValueError("lengths must be %s, one per row, not %s %s" % (_count(self.batch, "integer"), a.dtype,
                                                                               a.shape))
+        if a.size and a.dtype.kind == "u" and int(a.max()) > 2 ** 63 - 1:  # copied in, it wrapped to a negative length
+            raise ValueError("lengths holds %d, past int64" % int(a.max()))
         self._lengths[...] = a
 
     def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None,
