@@ -798,6 +798,13 @@ argument_cases = [
                                        sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
     ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
     # an integer past int64 is still a real number (it was refused as "not int"); past float64 it is not
+    # rope's integer fields past their C types: ctypes wrapped them (position_offset 2**64 + 3 was 3)
+    ("rope_position_offset_past_int64", "ArgumentError", "rope['position_offset'] is 18446744073709551619, outside",
+     lambda: attn.sdpa(q, k, v, rope={"position_offset": 2 ** 64 + 3})),
+    ("rope_layout_past_int", "ArgumentError", "rope['layout'] is 4294967297, outside",
+     lambda: attn.sdpa(q, k, v, rope={"layout": 2 ** 32 + 1})),
+    ("rope_base_past_float64", "ArgumentError", "rope['base'] is an integer past float64's range",
+     lambda: attn.sdpa(q, k, v, rope={"base": 2 ** 1100})),
     ("scale_past_float64", "ArgumentError", "scale is an integer past float64's range",
      lambda: attn.sdpa(q, k, v, scale=2 ** 1100)),
     ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),

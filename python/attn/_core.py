@@ -249,13 +249,16 @@ def _rope(rope):
     if not hasattr(rope, "items"):
         raise TypeError("rope must be a dict of attn_rope_options fields (%s), not %s"
                         % (", ".join(fields), type(rope).__name__))
+    types = dict(RopeOptions._fields_)
     for k, value in rope.items():
         if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
             raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
-        try:
-            setattr(r, k, value)
-        except TypeError:  # ctypes said "must be real number, not str", naming no field
-            raise TypeError("rope[%r] must be a number, not %s" % (k, type(value).__name__)) from None
+        name = "rope[%r]" % k
+        if types[k] is ctypes.c_double:
+            setattr(r, k, _real(value, name))
+        else:  # ctypes wrapped an integer past the field's range: position_offset 2**64 + 3 was 3
+            bits = 8 * ctypes.sizeof(types[k])
+            setattr(r, k, _index(value, name, -2 ** (bits - 1), 2 ** (bits - 1) - 1))
     return r
 
 
