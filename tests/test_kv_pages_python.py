@@ -551,11 +551,19 @@ for label, cls, call in (
         ("step_rope_not_a_dict", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, rope=5)),
         ("step_rope_base_string", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye,
                                                                    rope={"base": "1e4"})),
+        ("plan_q_lengths_negative", attn.ArgumentError, lambda: pool.plan([a], [-1], num_heads=1)),
         ("attend_causal_a_list", attn.OptionError, lambda: pool.attend(a, np.ones((1, 1, 4), np.float32), causal=[1])),
         ("plan_causal_a_list", attn.OptionError, lambda: pool.plan([a], [1], num_heads=1, causal=[1])),
         ("step_causal_a_list", attn.OptionError,
          lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, causal=[1]))):
     refused("kv_pages_python_refuses_" + label, cls, call)
+# A plan of no query heads: the library said "q has shape (1, 0, 4); it must be (1, 0, 4)".
+try:
+    pool.plan([a], [1], num_heads=0)
+    why = "no error"
+except attn.ShapeError as e:
+    why = "" if str(e) == "q has shape (1, 0, 4); it needs at least one head (dimension 1)" else str(e)
+check("kv_pages_python_plan_of_no_heads_said", not why, why)
 # Offsets that are one integer: "'int' object is not iterable", naming neither.
 for label, name, call in (
         ("append", "cu_seqlens", lambda: pool.append([a], two, two, cu_seqlens=2)),

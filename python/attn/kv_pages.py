@@ -516,7 +516,8 @@ class KVPages:
         (softcap, alibi_slopes, window, sinks, rope, compute) as attend takes
         them, the slopes and sinks copied."""
         seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(_listed(seqs, "seqs", "sequence ids"))]
-        q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(_listed(q_lengths, "q_lengths", "counts"))]
+        # a negative count was NumPy's "negative dimensions are not allowed", naming nothing
+        q_lengths = [_index(n, "q_lengths[%d]" % i, 0) for i, n in enumerate(_listed(q_lengths, "q_lengths", "counts"))]
         return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse,
                          dropout_p, seed, q_dtype, variants)
 
