@@ -1457,6 +1457,11 @@ check_raises("teach", [
     ("explain_source_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat", source="the\0 xyzzy")),
     ("explain_bytes", "TypeError", "sentence must be a str", lambda: attn.teach.explain(b"the cat")),
     ("scaling_dims_none", "TypeError", "dims must be a list", lambda: attn.teach.scaling(dims=None)),
+    # a string was true: causal="false" explained the causal head
+    ("explain_causal_string", "TypeError", "causal must be a bool, not str",
+     lambda: attn.teach.explain("the cat", causal="false")),
+    ("explain_scale_string", "TypeError", "scale must be a bool, not str",
+     lambda: attn.teach.explain("the cat", scale="no")),
 ])
 check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
       attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])
