@@ -797,6 +797,16 @@ for name, cls, call in (
     except Exception as e:  # noqa: BLE001
         why = "%s: %s" % (type(e).__name__, e)
     check("kv_cache_python_refused_" + name, not why, why)
+# A float32 q for a float64 cache, named as the caller gave it: the library
+# spoke of the cache's rows ("k is f64 but q is f32").
+c64q = attn.KVCache(1, 1, 4, 4, dtype="float64")
+c64q.append(np.ones((1, 1, 1, 4)), np.ones((1, 1, 1, 4)))
+try:
+    c64q.attend(np.ones((1, 1, 1, 4), np.float32))
+    why = "no error"
+except attn.DtypeError as e:
+    why = "" if str(e) == "q is float32; a float64 cache takes a float64 q" else str(e)
+check("kv_cache_python_float32_q_for_float64_cache_named", not why, why)
 # A per-head scale finite and > 0 as given but 0 or inf as the float32 the
 # library keeps: refused naming the value given (it said "is 0", or "is inf"
 # after a NumPy overflow warning), for a cache and a pool alike.

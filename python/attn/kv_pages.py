@@ -802,6 +802,9 @@ class KVCache:
         mask over (..., L, length). The result is bitwise attn.sdpa's on the
         cache's view (view()), read in place."""
         q, work = _query(q, f32_only=self._work() == np.float32)
+        # the library named the cache's rows ("k is f64 but q is f32"), not q
+        if self._work() == np.float64 and q.dtype != np.float64:
+            raise DtypeError("q is %s; a float64 cache takes a float64 q" % q.dtype, 6)
         m, mv = _mask(mask, work)  # (m kept alive through the call)
         o = _options(causal, scale, mv, dropout_p, seed, variants)
         shape = q.shape[:-1] + (self.value_dim,) if q.ndim else ()  # a 0-d q: the library's RankError
