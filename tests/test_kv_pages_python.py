@@ -550,8 +550,32 @@ for label, cls, call in (
         ("step_params_none", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], None)),
         ("step_rope_not_a_dict", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, rope=5)),
         ("step_rope_base_string", TypeError, lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye,
-                                                                   rope={"base": "1e4"}))):
+                                                                   rope={"base": "1e4"})),
+        ("plan_q_lengths_negative", attn.ArgumentError, lambda: pool.plan([a], [-1], num_heads=1)),
+        ("attend_causal_a_list", attn.OptionError, lambda: pool.attend(a, np.ones((1, 1, 4), np.float32), causal=[1])),
+        ("plan_causal_a_list", attn.OptionError, lambda: pool.plan([a], [1], num_heads=1, causal=[1])),
+        ("step_causal_a_list", attn.OptionError,
+         lambda: pool.mha_step([a], [np.ones((1, 4), np.float32)], eye, causal=[1]))):
     refused("kv_pages_python_refuses_" + label, cls, call)
+# A plan of no query heads: the library said "q has shape (1, 0, 4); it must be (1, 0, 4)".
+try:
+    pool.plan([a], [1], num_heads=0)
+    why = "no error"
+except attn.ShapeError as e:
+    why = "" if str(e) == "q has shape (1, 0, 4); it needs at least one head (dimension 1)" else str(e)
+check("kv_pages_python_plan_of_no_heads_said", not why, why)
+# Offsets that are one integer: "'int' object is not iterable", naming neither.
+for label, name, call in (
+        ("append", "cu_seqlens", lambda: pool.append([a], two, two, cu_seqlens=2)),
+        ("attend", "cu_seqlens_q", lambda: pool.attend([a], np.ones((1, 1, 4), np.float32), cu_seqlens_q=1))):
+    try:
+        call()
+        why = "no error"
+    except TypeError as e:
+        why = "" if str(e).startswith(name + " must be a list") and pool.memory.tobytes() == before else str(e)
+    except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_%s_offsets_an_int_named" % label, not why, why)
 # One sequence named by an int with packed arrays and their offsets: the
 # arrays were wrapped in a list as if unpacked (a rank-4 RankError); a 0-d
 # NumPy array as the id was iterated (TypeError).
@@ -773,6 +797,16 @@ for name, cls, call in (
     except Exception as e:  # noqa: BLE001
         why = "%s: %s" % (type(e).__name__, e)
     check("kv_cache_python_refused_" + name, not why, why)
+# A float32 q for a float64 cache, named as the caller gave it: the library
+# spoke of the cache's rows ("k is f64 but q is f32").
+c64q = attn.KVCache(1, 1, 4, 4, dtype="float64")
+c64q.append(np.ones((1, 1, 1, 4)), np.ones((1, 1, 1, 4)))
+try:
+    c64q.attend(np.ones((1, 1, 1, 4), np.float32))
+    why = "no error"
+except attn.DtypeError as e:
+    why = "" if str(e) == "q is float32; a float64 cache takes a float64 q" else str(e)
+check("kv_cache_python_float32_q_for_float64_cache_named", not why, why)
 # A per-head scale finite and > 0 as given but 0 or inf as the float32 the
 # library keeps: refused naming the value given (it said "is 0", or "is inf"
 # after a NumPy overflow warning), for a cache and a pool alike.
@@ -897,7 +931,9 @@ for label, value in (("int32", np.array([1, 1], np.int32)), ("list", [1, 1]),
     got = c32.mha_step([1], [x1], layer)[0]
     check("kv_cache_lengths_assigned_%s" % label, c32.lengths is own and list(c32.lengths) == [1, 2] and
           np.array_equal(got, want_step), "lengths %s" % c32.lengths)
-for label, value in (("short", np.array([1], np.int64)), ("float", [1.0, 1.0]), ("2d", [[1, 1]])):
+# uint64 past int64 wrapped to a negative length when copied in
+for label, value in (("short", np.array([1], np.int64)), ("float", [1.0, 1.0]), ("2d", [[1, 1]]),
+                     ("uint64_past_int64", np.array([2 ** 63, 1], np.uint64))):
     try:
         c32.lengths = value
         why = "no error"

@@ -499,6 +499,29 @@ def float16_q_backward():
     except attn.DtypeError as e:
         why = "" if str(e).startswith("dout is f32") else str(e)
     check("sdpa_backward_float16_q_float32_dout_refused", not why, why)
+    # an lse of another dtype than float32 beside a float16 q, named as the caller gave it (the
+    # library spoke of q's float32 copy: "lse is f64 but q is f32"; float16 was told to be float64)
+    for dt in (np.float64, np.float16):
+        try:
+            attn.sdpa_backward(dout, q16, k, v, out, lse.astype(dt), mask=mask, causal=causal)
+            why = "no error"
+        except attn.DtypeError as e:
+            why = "" if str(e) == "lse is %s; beside a float16 q it must be float32" % np.dtype(dt) else str(e)
+        check("sdpa_backward_float16_q_%s_lse_refused" % np.dtype(dt), not why, why)
+    # want_dsinks beside a float16 q: attn_sdpa_sinks_backward takes f32 or
+    # f64 only (it refused the float16 out after the backward had run), so
+    # dsinks is the float32 call's on dout and out widened, bitwise
+    sinks = np.array([0.5, -1.0, 2.0, 0.0])
+    try:
+        out, lse = attn.sdpa(q16, k, v, causal=causal, return_lse=True, sinks=sinks)
+        *grads, dsinks = attn.sdpa_backward(dout, q16, k, v, out, lse, causal=causal, sinks=sinks, want_dsinks=True)
+        *_, wide = attn.sdpa_backward(*(a.astype(np.float32) for a in (dout, q16, k, v, out)), lse, causal=causal,
+                                      sinks=sinks, want_dsinks=True)
+        why = "dsinks %s" % dsinks.dtype if dsinks.dtype != np.float32 else \
+            "" if np.array_equal(dsinks, wide) and np.any(dsinks) else "differs from the float32 call's dsinks"
+    except Exception as e:  # noqa: BLE001 -- any exception is the failure
+        why = "%s: %s" % (type(e).__name__, e)
+    check("sdpa_backward_float16_q_dsinks_bitwise_widened", not why, why)
 
 
 float16_q_backward()
@@ -774,6 +797,16 @@ argument_cases = [
      lambda: attn.sdpa_varlen_backward(so[0][:, None], q[0][:, None], k[0][:, None], v[0][:, None], so[0][:, None],
                                        sl[0][:, None], [0, 5], [0, 6], want=["dkk"])),
     ("threads_past_int", "ArgumentError", "outside", lambda: attn.set_num_threads(2 ** 32)),
+    # an integer past int64 is still a real number (it was refused as "not int"); past float64 it is not
+    # rope's integer fields past their C types: ctypes wrapped them (position_offset 2**64 + 3 was 3)
+    ("rope_position_offset_past_int64", "ArgumentError", "rope['position_offset'] is 18446744073709551619, outside",
+     lambda: attn.sdpa(q, k, v, rope={"position_offset": 2 ** 64 + 3})),
+    ("rope_layout_past_int", "ArgumentError", "rope['layout'] is 4294967297, outside",
+     lambda: attn.sdpa(q, k, v, rope={"layout": 2 ** 32 + 1})),
+    ("rope_base_past_float64", "ArgumentError", "rope['base'] is an integer past float64's range",
+     lambda: attn.sdpa(q, k, v, rope={"base": 2 ** 1100})),
+    ("scale_past_float64", "ArgumentError", "scale is an integer past float64's range",
+     lambda: attn.sdpa(q, k, v, scale=2 ** 1100)),
     ("threads_float", "TypeError", "must be an integer", lambda: attn.set_num_threads(1.5)),
     ("seed_float", "TypeError", "seed must be an integer", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=1.5)),
     ("seed_past_uint64", "ArgumentError", "seed is", lambda: attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64)),
@@ -806,7 +839,8 @@ check("negative_seed_as_uint64", np.array_equal(attn.sdpa(q, k, v, dropout_p=0.2
                                                 attn.sdpa(q, k, v, dropout_p=0.2, seed=2 ** 64 - 1)))
 # A ragged batch's arguments, refused as what they are: None offsets were
 # "not object ()" (not a NullError, as a None q is), integers past int64 in
-# a list "not float64", masks=5 or a generator "has no len()", an integer
+# a list "not float64" (and an empty list "outside int64"), masks=5 or a
+# generator "has no len()", an integer
 # mask called "mask" (not which one); causal=[] was "unhashable type" and an
 # integer out= an array "not taken", naming neither.
 varlen_cases = [
@@ -815,6 +849,8 @@ varlen_cases = [
      lambda: attn.sdpa_varlen_backward(out, vq, vk, vv, out, lse, cq, None)),
     ("offsets_past_int64", "ArgumentError", "cu_seqlens_k holds an offset outside int64",
      lambda: attn.sdpa_varlen(vq, vk, vv, cq, list(ck[:-1]) + [2 ** 64 + 1])),
+    ("no_offsets", "ArgumentError", "cu_seqlens_q must be a 1-D array of integers with B+1 offsets, not float64 (0,)",
+     lambda: attn.sdpa_varlen(vq, vk, vv, [], [])),
     ("masks_not_a_list", "TypeError", "masks must be a list", lambda: attn.sdpa_varlen(vq, vk, vv, cq, ck, masks=5)),
     ("integer_mask_named", "MaskError", "masks[2] is int32", lambda: attn.sdpa_varlen(
         vq, vk, vv, cq, ck, masks=[None, None, np.ones((Lq[2], Lk[2]), np.int32)] + [None] * (B - 3))),
@@ -837,6 +873,8 @@ try:
 except Exception as e:  # noqa: BLE001 -- any exception is the failure
     why = "%s: %s" % (type(e).__name__, e)
 check("varlen_masks_from_a_generator", not why, why)
+check("scale_integer_past_int64_taken", np.array_equal(attn.sdpa(q, k, v, scale=2 ** 70),
+                                                      attn.sdpa(q, k, v, scale=float(2 ** 70))))
 check("backward_want_one_name", one[0] is None and one[2] is None and one[1].shape == k.shape)
 got = attn.sdpa(q.tolist(), k.tolist(), v.tolist())
 check("lists_are_float64_arrays", got.dtype == np.float64 and np.array_equal(got, attn.sdpa(q, k, v)))
@@ -1419,6 +1457,11 @@ check_raises("teach", [
     ("explain_source_nul", "TokenError", "NUL", lambda: attn.teach.explain("the cat", source="the\0 xyzzy")),
     ("explain_bytes", "TypeError", "sentence must be a str", lambda: attn.teach.explain(b"the cat")),
     ("scaling_dims_none", "TypeError", "dims must be a list", lambda: attn.teach.scaling(dims=None)),
+    # a string was true: causal="false" explained the causal head
+    ("explain_causal_string", "TypeError", "causal must be a bool, not str",
+     lambda: attn.teach.explain("the cat", causal="false")),
+    ("explain_scale_string", "TypeError", "scale must be a bool, not str",
+     lambda: attn.teach.explain("the cat", scale="no")),
 ])
 check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
       attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])

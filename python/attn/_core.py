@@ -215,6 +215,11 @@ def _real(x, name):
     string, a bool or several values are a TypeError naming the argument
     (float() said "could not convert string to float", or "only size-1
     arrays can be converted", without saying which argument)."""
+    if isinstance(x, int) and not isinstance(x, bool):  # past int64 NumPy made it an object array, refused as "int"
+        try:
+            return float(x)
+        except OverflowError:
+            raise ArgumentError("%s is an integer past float64's range" % name, 19) from None
     if x is not None and not isinstance(x, (str, bytes)):
         try:
             a = np.asarray(x)
@@ -244,13 +249,16 @@ def _rope(rope):
     if not hasattr(rope, "items"):
         raise TypeError("rope must be a dict of attn_rope_options fields (%s), not %s"
                         % (", ".join(fields), type(rope).__name__))
+    types = dict(RopeOptions._fields_)
     for k, value in rope.items():
         if k not in fields:  # a ctypes struct takes any attribute: "bse" was kept aside, the default base used
             raise OptionError("rope has %r; its fields are %s" % (k, ", ".join(fields)), 9)
-        try:
-            setattr(r, k, value)
-        except TypeError:  # ctypes said "must be real number, not str", naming no field
-            raise TypeError("rope[%r] must be a number, not %s" % (k, type(value).__name__)) from None
+        name = "rope[%r]" % k
+        if types[k] is ctypes.c_double:
+            setattr(r, k, _real(value, name))
+        else:  # ctypes wrapped an integer past the field's range: position_offset 2**64 + 3 was 3
+            bits = 8 * ctypes.sizeof(types[k])
+            setattr(r, k, _index(value, name, -2 ** (bits - 1), 2 ** (bits - 1) - 1))
     return r
 
 
@@ -480,7 +488,8 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     seed) and score variants (softcap, alibi_slopes, window, sinks, rope, compute,
     as sdpa takes them). Returns (dq, dk, dv), each None when not in `want`,
     then dsinks (Hq,) with want_dsinks (the sinks' gradient,
-    attn_sdpa_sinks_backward; float32 or float64 out), and dmask last
+    attn_sdpa_sinks_backward; float32 or float64 as out, float32 beside a
+    float16 q), and dmask last
     with want_dmask (a float mask's gradient). A float16 q, as
     attn_sdpa_backward takes it, comes with float16 dout and out and float32
     lse: each gradient is then in its tensor's dtype (dmask float32), its
@@ -490,7 +499,9 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
     k, v = _keys_values(k, v, q, work)
     half = q.dtype == np.float16
     dout, out = (_float_array(a, n, q.dtype, f16=half) for a, n in ((dout, "dout"), (out, "out")))
-    lse = _float_array(lse, "lse", work)
+    lse = _float_array(lse, "lse", work, f16=half)
+    if half and lse.dtype != np.float32:  # the library named q's float32 copy ("lse is f64 but q is f32")
+        raise DtypeError("lse is %s; beside a float16 q it must be float32" % lse.dtype, 6)
     m, mv = _mask(mask, work)
     if dropout_p and seed is None:
         raise OptionError("the backward of dropout needs the forward's seed", 9)
@@ -510,6 +521,12 @@ def sdpa_backward(dout, q, k, v, out, lse, mask=None, causal=False, scale=None, 
                                      *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
     dsinks = None
     if want_dsinks:  # from dout, out and lse, after the backward has checked them
+        # attn_sdpa_sinks_backward takes f32 or f64 only: beside a float16 q
+        # (whose lse is float32) dout and out are widened, exactly, and
+        # dsinks is float32; the call refused them after the backward had run.
+        if half:
+            dout, out = dout.astype(np.float32), out.astype(np.float32)
+            ins[0], ins[4] = view(dout), view(out)
         dsinks = np.empty(o.sinks.contents.shape[0], out.dtype)
         dv_ = view(dsinks)
         raise_for(LIB.attn_sdpa_sinks_backward(ctypes.byref(dv_), *[ctypes.byref(t) for t in (ins[0], ins[4], ins[5])],
@@ -539,8 +556,8 @@ def _offsets(cu, name):
     if cu is None:
         raise NullError("%s is None" % name, 1)
     a = np.asarray(cu)
-    if a.dtype.kind in "fO" and a.ndim == 1 and not isinstance(cu, np.ndarray) and all(
-            isinstance(x, (int, np.integer)) for x in cu):
+    if a.dtype.kind in "fO" and a.size and a.ndim == 1 and not isinstance(cu, np.ndarray) and all(
+            isinstance(x, (int, np.integer)) for x in cu):  # (an empty list, float64 too, holds no offset)
         raise ArgumentError("%s holds an offset outside int64" % name, 19)
     if a.ndim != 1 or a.size < 1 or a.dtype.kind not in "iu":
         raise ArgumentError("%s must be a 1-D array of integers with B+1 offsets, not %s %s"

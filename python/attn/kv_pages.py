@@ -113,6 +113,15 @@ def _scales(d, k_scale, v_scale):
     return scales
 
 
+def _causal_known(causal):
+    """Whether causal is one of CAUSAL's keys: a list, unhashable, is not
+    (the test raised "unhashable type: 'list'", naming no argument)."""
+    try:
+        return causal in CAUSAL
+    except TypeError:
+        return False
+
+
 def _i64s(values, name):
     """A ctypes int64 array of values (kept alive by the caller), each an
     integer in int64's range (_index), as a C array cannot say otherwise."""
@@ -188,7 +197,7 @@ def _layer(params, embed_dim, rope, causal, scale, keep, dtype=np.float32, varia
             t = view(a)
             keep += [a, t]
             setattr(p, name, ctypes.pointer(t))
-    if causal not in CAUSAL:
+    if not _causal_known(causal):
         raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
     o = default(MhaOptions)
     o.causal = CAUSAL[causal]  # True or 'top-left' (was 0: no mask, silently) the library refuses for a cache
@@ -345,7 +354,7 @@ class KVPages:
             (k, cu), (v, _) = _packed(k, "k"), _packed(v, "v")
         else:
             k, v = (_float_array(a, n, np.float32, kv=True, f32_only=True) for a, n in ((k, "k"), (v, "v")))
-            cu = cu_seqlens
+            cu = _listed(cu_seqlens, "cu_seqlens", "offsets")  # an int said "not iterable", naming nothing
         ids, offsets, kv_, vv = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), _view(k), _view(v)
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
@@ -416,7 +425,7 @@ class KVPages:
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
-            q, cu = _query(q, f32_only=True)[0], list(cu_seqlens_q)
+            q, cu = _query(q, f32_only=True)[0], _listed(cu_seqlens_q, "cu_seqlens_q", "offsets")
         else:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
@@ -431,7 +440,7 @@ class KVPages:
             for a in parts:
                 cu.append(cu[-1] + a.shape[0])
             q = np.concatenate(parts) if parts else np.zeros((0, self.heads, self.key_dim), np.float32)
-        if causal not in CAUSAL:
+        if not _causal_known(causal):
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
         o = _options(causal, scale, None, dropout_p, seed, variants)
         Hq = q.shape[1] if q.ndim == 3 else 1
@@ -507,7 +516,8 @@ class KVPages:
         (softcap, alibi_slopes, window, sinks, rope, compute) as attend takes
         them, the slopes and sinks copied."""
         seqs = [_index(x, "seqs[%d]" % i) for i, x in enumerate(_listed(seqs, "seqs", "sequence ids"))]
-        q_lengths = [_index(n, "q_lengths[%d]" % i) for i, n in enumerate(_listed(q_lengths, "q_lengths", "counts"))]
+        # a negative count was NumPy's "negative dimensions are not allowed", naming nothing
+        q_lengths = [_index(n, "q_lengths[%d]" % i, 0) for i, n in enumerate(_listed(q_lengths, "q_lengths", "counts"))]
         return PagedPlan(self, seqs, q_lengths, _index(num_heads, "num_heads"), masks, causal, scale, return_lse,
                          dropout_p, seed, q_dtype, variants)
 
@@ -521,7 +531,7 @@ class PagedPlan:
                  q_dtype=np.float32, variants=None):
         if len(q_lengths) != len(seqs):
             raise ValueError("plan needs one query count per sequence")
-        if causal not in CAUSAL:
+        if not _causal_known(causal):
             raise OptionError("causal is %r: 'bottom-right' or False" % (causal,), 9)
         try:
             q_dtype = np.dtype(q_dtype)
@@ -728,6 +738,8 @@ class KVCache:
         if a.shape != (self.batch,) or (a.size and a.dtype.kind not in "iu"):
             raise ValueError("lengths must be %s, one per row, not %s %s" % (_count(self.batch, "integer"), a.dtype,
                                                                               a.shape))
+        if a.size and a.dtype.kind == "u" and int(a.max()) > 2 ** 63 - 1:  # copied in, it wrapped to a negative length
+            raise ValueError("lengths holds %d, past int64" % int(a.max()))
         self._lengths[...] = a
 
     def mha_step(self, rows, x, params, cu_seqlens=None, masks=None, causal="bottom-right", rope=None, scale=None,
@@ -790,6 +802,9 @@ class KVCache:
         mask over (..., L, length). The result is bitwise attn.sdpa's on the
         cache's view (view()), read in place."""
         q, work = _query(q, f32_only=self._work() == np.float32)
+        # the library named the cache's rows ("k is f64 but q is f32"), not q
+        if self._work() == np.float64 and q.dtype != np.float64:
+            raise DtypeError("q is %s; a float64 cache takes a float64 q" % q.dtype, 6)
         m, mv = _mask(mask, work)  # (m kept alive through the call)
         o = _options(causal, scale, mv, dropout_p, seed, variants)
         shape = q.shape[:-1] + (self.value_dim,) if q.ndim else ()  # a 0-d q: the library's RankError

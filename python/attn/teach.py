@@ -28,6 +28,14 @@ def _pick(table, value, name):
     return table[value]
 
 
+def _flag(x, name):
+    """x as a bool; a string is refused: causal="false" or "top-left" was
+    true, so causal, silently (attn.torch's is_causal refuses one too)."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError("%s must be a bool, not %s" % (name, type(x).__name__))
+    return bool(x)
+
+
 def _text(s, name):
     """s as the C string the library reads. A NUL ended it there: the words
     after it were dropped silently ("the cat\\0 xyzzy" explained "the cat")."""
@@ -52,7 +60,8 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     o = default(ToyExplainOptions)
     o.head, o.mode = _pick(HEADS, head, "head"), _pick(MODES, mode, "mode")
     o.positions = _pick(POSITIONS, positions, "positions")
-    o.causal, o.no_scale, o.tied = int(bool(causal)), int(not scale), int(bool(tied))
+    o.causal, o.tied = int(_flag(causal, "causal")), int(_flag(tied, "tied"))
+    o.no_scale = int(not _flag(scale, "scale"))
     o.scale_by_d_model = int(_pick({"d_k": 0, "d_model": 1}, scale_by, "scale_by"))
     keep = _text(source, "source") if source else None
     o.source = keep

@@ -37,6 +37,8 @@ static attn_status check_packed(const attn_tensor *t, const char *name, attn_dty
         t->shape[1] < 1 || (rank == 3 && t->shape[2] != cols)) {
         char s[128];
         attn_format_shape(s, sizeof s, t->rank, t->shape);
+        if (heads < 0 && t->shape[1] < 1) /* no count to name: "(1, 0, 8); it must be (1, 0, 8)" was said */
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it needs at least one head (dimension 1)", name, s);
         return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s; it must be (%lld, %lld%s%lld)", name, s,
                          (long long)(total >= 0 ? total : t->shape[0]), (long long)(heads >= 0 ? heads : t->shape[1]),
                          rank == 3 ? ", " : "", rank == 3 ? (long long)cols : 0LL);
