@@ -59,12 +59,13 @@ attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK
     if (q->dtype != ATTN_F32 && q->dtype != ATTN_F64)
         return ring_fail(err, ATTN_ERR_DTYPE, "q is %s; the ring takes f32 or f64 queries (widen 16-bit ones to f32)",
                          attn_dtype_name(q->dtype));
-    /* Quantized rows are measured in bytes (attn.h, attn_tensor), the
-     * ring's buffers and messages in elements, which such rows have none
-     * of (attn_dtype_size 0): they would travel as nothing. */
+    /* Quantized rows are measured in bytes (attn.h, attn_tensor), and keys
+     * quantized per channel in groups of positions, the ring's buffers and
+     * messages in elements, which such rows have none of (attn_dtype_size
+     * 0): they would travel as nothing. */
     const attn_tensor *kv[2] = {k, v};
     for (int i = 0; i < 2; i++)
-        if (attn_quant_row_size(kv[i]->dtype, 32))
+        if (attn_dtype_size(kv[i]->dtype) == 0)
             return ring_fail(err, ATTN_ERR_DTYPE, "%s is %s; the ring takes float keys and values (attn_dequantize widens "
                              "quantized ones)", i ? "v" : "k", attn_dtype_name(kv[i]->dtype));
     if (o->mask) { /* the whole's keys as columns: checked here, then cut to this rank's for attn_sdpa's checks */

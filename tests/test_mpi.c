@@ -514,6 +514,12 @@ static void quantized_keys(void) {
     mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "k is e4m3; the ring takes float keys and values") &&
            same_everywhere(st, err.message), "err_fp8_keys_forward", why);
     so.k_descale = NULL;
+    attn_tensor kc = k8; /* keys quantized per channel: counted in groups of positions, no bytes an element either */
+    kc.dtype = ATTN_Q4C;
+    st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &kc, &v, &mo, &err);
+    snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
+    mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "k is q4c; the ring takes float keys and values") &&
+           same_everywhere(st, err.message), "err_q4c_keys_forward", why);
     st = attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out, &q, &k, &v8, &out, &lse, &mo, &err);
     snprintf(why, sizeof why, "status %d: %s", (int)st, st ? err.message : "");
     mcheck(st == ATTN_ERR_DTYPE && strstr(err.message, "v is e5m2; the ring takes float keys and values") &&
