@@ -18,10 +18,16 @@ static const char USAGE[] =
     "  bench    speed on this machine, against its peak and baselines (make bench)\n"
     "\n"
     "options:\n"
-    "  -h, --help       show this help (attn <command> --help for a command's)\n"
+    "  -h, --help       show this help (attn help <command> for a command's)\n"
     "  --version        print the version\n";
 
 cli_stage cli_stop = CLI_RUN;
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} COMMANDS[] = {{"sdpa", cmd_sdpa},       {"mha", cmd_mha},         {"demo", cmd_demo}, {"explain", cmd_explain},
+                {"scaling", cmd_scaling}, {"train", cmd_train}};
 
 int cli_main(int argc, char **argv) {
     if (argc < 2) {
@@ -29,21 +35,25 @@ int cli_main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+    bool help = strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0;
+    if (help && argc == 2) {
         cli_print_usage(stdout, USAGE);
         return 0;
     }
+    if (help && argc > 3) return cli_error(EXIT_USAGE, "%s takes one command to describe (see attn --help)", cmd);
     if (strcmp(cmd, "--version") == 0) {
+        if (argc > 2) return cli_error(EXIT_USAGE, "--version takes no arguments");
         printf("attn %s (libattn %s)\n", ATTN_VERSION_STRING, attn_version());
         return 0;
     }
-    if (strcmp(cmd, "sdpa") == 0) return cmd_sdpa(argc - 1, argv + 1);
-    if (strcmp(cmd, "mha") == 0) return cmd_mha(argc - 1, argv + 1);
-    if (strcmp(cmd, "demo") == 0) return cmd_demo(argc - 1, argv + 1);
-    if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 1, argv + 1);
-    if (strcmp(cmd, "scaling") == 0) return cmd_scaling(argc - 1, argv + 1);
-    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0) /* another program parses its arguments */
-        return cli_stop == CLI_RUN ? cmd_bench(argc - 1, argv + 1, argv[0]) : 0;
-    return cli_error(EXIT_USAGE, "unknown command '%s' (see attn --help)", cmd);
+    /* attn help COMMAND is attn COMMAND --help, as git and cargo read it */
+    const char *name = help ? argv[2] : cmd;
+    char help_flag[] = "--help", *as_help[] = {argv[help ? 2 : 1], help_flag, NULL};
+    int n = help ? 2 : argc - 1;
+    char **args = help ? as_help : argv + 1;
+    if (strcmp(name, "bench") == 0) /* another program, beside this one, parses its arguments */
+        return cli_stop == CLI_RUN ? cmd_bench(n, args, argv[0]) : 0;
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(name, COMMANDS[i].name) == 0) return COMMANDS[i].run(n, args);
+    return cli_error(EXIT_USAGE, "unknown command '%s' (see attn --help)", name);
 }

@@ -240,6 +240,16 @@ def main():
            r.stdout[:400])
     r = attn("--version")
     report("version", r.returncode == 0 and re.match(r"attn \d+\.\d+\.\d+", r.stdout), r.stdout)
+    # attn help COMMAND (or --help COMMAND) is that command's help, as git reads it: it printed the general one
+    for first, name in (("help", "help_command"), ("--help", "help_flag_command"), ("-h", "h_flag_command")):
+        r, own = attn(first, "sdpa"), attn("sdpa", "--help")
+        report(name, r.returncode == 0 and r.stdout == own.stdout and
+               "usage: attn sdpa" in r.stdout and not r.stderr, r.stdout[:200] + r.stderr)
+    r = attn("help", "train")
+    report("help_command_train", r.returncode == 0 and r.stdout.startswith("usage: attn train"), r.stdout[:200])
+    expect_error("usage_help_unknown_command", ["help", "frobnicate"], 2, "unknown command 'frobnicate'", ())
+    expect_error("usage_help_two_commands", ["help", "sdpa", "mha"], 2, "help takes one command to describe", ())
+    expect_error("usage_version_with_argument", ["--version", "extra"], 2, "--version takes no arguments", ())
     r = attn()
     report("no_command", r.returncode == 2 and "usage" in r.stderr, r.stderr)
 
