@@ -250,8 +250,11 @@ static int written_as_integers(const cJSON *x, int depth, const char *tensor, co
     return 0;
 }
 
-/* __metadata__: an object of strings, and nothing else (the format's rule). */
+/* __metadata__: an object of strings, and nothing else (the format's rule),
+ * or null: the format's own reader takes that as no metadata (an optional
+ * map). */
 static int metadata(const cJSON *e, char *msg, size_t n) {
+    if (cJSON_IsNull(e)) return 0;
     if (!cJSON_IsObject(e)) return snprintf(msg, n, "__metadata__ must be an object of strings"), 1;
     const cJSON *m;
     cJSON_ArrayForEach(m, e) {

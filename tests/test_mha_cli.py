@@ -580,6 +580,8 @@ def bad_files(c):
               "__metadata__ value 'format' is not a string")
     c.bad("error_metadata_not_an_object", safetensors_bytes(layer, header_extra={"__metadata__": ["format", "pt"]}),
           "__metadata__ must be an object")
+    # null is no metadata, as the format's reader (an optional map) takes it
+    c.layer_runs("metadata_null_is_none", safetensors_bytes(layer, header_extra={"__metadata__": None}))
     c.bad("error_metadata_twice", safetensors_bytes(layer, edit=lambda t: t[:-1] + b', "__metadata__": {}}'),
           "__metadata__ appears twice")
     # An escaped backslash before u0000 is text, not a NUL: the file is read.
