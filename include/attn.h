@@ -2553,7 +2553,8 @@ ATTN_API attn_status attn_kv_paged_check(const attn_kv_paged_view *view, attn_er
  * attn_get_tuning): its pages, and its sequences as the rows of a block
  * table indexed by sequence id (num_sequences = max_sequences; a free id
  * has length 0), valid until the next call that changes the pool.
- * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size; or a view struct from
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_OPTION (struct_size, also one that ends
+ * before table_stride, which every pool fills; or a view struct from
  * an older attn.h that ends before a field this pool uses, key_dtype,
  * k_residual, k_scale, v_scale, hadamard, residual or head_major: read back with that
  * field's default, it would describe other keys). */

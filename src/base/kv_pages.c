@@ -682,6 +682,15 @@ attn_status attn_kv_pages_view(attn_kv_paged_view *view, const attn_kv_pages *po
      * residual rows and window, scales, the rotation), such a view would
      * describe other keys: refused instead. */
     const attn_kv_paged_view def = attn_kv_paged_view_default();
+    /* Every pool fills the fields up to table_stride (every attn.h's view
+     * has them): a struct that ends before them, read back, describes no
+     * pool at all. */
+    const size_t every = offsetof(attn_kv_paged_view, table_stride) + sizeof o.table_stride;
+    if (view->struct_size >= sizeof(size_t) && view->struct_size < every)
+        return attn_fail(err, ATTN_ERR_OPTION,
+                         "view->struct_size is %zu, too small for a view: the pool fills its first %zu bytes, up to "
+                         "table_stride (set view->struct_size = sizeof *view)",
+                         view->struct_size, every);
     const struct { size_t end; bool used; const char *name; } later[] = {
         {offsetof(attn_kv_paged_view, key_dtype) + sizeof o.key_dtype, o.key_dtype != def.key_dtype, "key_dtype"},
         {offsetof(attn_kv_paged_view, k_residual) + sizeof o.k_residual, o.k_residual != def.k_residual, "k_residual"},

@@ -267,6 +267,25 @@ int main(void) {
     for (int h = 0; h < H && !st; h++) same &= !memcmp(po + h * EV, o2 + h * EV, sizeof(float) * EV);
     check(!st && same && w->struct_size == sizeof *w && w->dtype == ATTN_F32, "older_view_written_and_read_to_its_size",
           "%s", st ? err.message : "results differ");
+    /* a struct_size no attn.h's view had, ending before the pool's sizes
+     * and tables (a binding's miscount): written back it would describe no
+     * pool, so it is refused, and not a byte of it written */
+    size_t shorts[3] = {sizeof(size_t), offsetof(attn_kv_paged_view, key_dim),
+                        offsetof(attn_kv_paged_view, table_stride)};
+    attn_status refused = ATTN_ERR_OPTION;
+    int untouched = 1, i = 0;
+    for (; i < 3 && !st && refused == ATTN_ERR_OPTION && untouched; i++) {
+        unsigned char *sw = malloc(shorts[i]); /* exactly that many bytes */
+        memset(sw, 0xab, shorts[i]);
+        memcpy(sw, &shorts[i], sizeof shorts[i]);
+        refused = attn_kv_pages_view((attn_kv_paged_view *)(void *)sw, pool, &err);
+        untouched = !memcmp(sw, &shorts[i], sizeof shorts[i]);
+        for (size_t b = sizeof(size_t); b < shorts[i]; b++) untouched &= sw[b] == 0xab;
+        free(sw);
+    }
+    check(!st && i == 3 && refused == ATTN_ERR_OPTION && untouched && strstr(err.message, "table_stride"),
+          "view_too_short_for_any_pool_refused", "struct_size %zu: status %d, %s", shorts[i ? i - 1 : 0],
+          (int)refused, err.message);
     free(w), free(mem), free(pd);
     keys_before_residual(&tk, &tv, &tpk, &tpv, &tpq);
     attn_shutdown();
