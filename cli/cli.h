@@ -61,6 +61,23 @@ bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *
 /* 0, or the usage error for --rope-base, --rope-dim or --rope-offset
  * without --rope. */
 int cli_rope_check(const attn_rope_options *r, bool given);
+/* The score flags every attention command takes: --causal[=top-left or
+ * bottom-right], --softcap C, --window N and --alibi (the paper's slopes).
+ * True when argv[*i] was one of them (then *i moves past it, and *code is
+ * set on a bad value). s starts zeroed: no causal mask, no soft-cap, no
+ * window, no ALiBi. */
+typedef struct cli_score {
+    attn_causal causal;
+    double softcap; /* 0: none */
+    long window;    /* 0: none */
+    bool alibi;
+} cli_score;
+bool cli_score_option(int argc, char **argv, int *i, cli_score *s, int *code);
+/* The paper's ALiBi slopes for heads heads in slopes, viewed as the f64
+ * tensor t (of none for heads 0); false (nothing set) for more than
+ * CLI_ALIBI_MAX heads. */
+enum { CLI_ALIBI_MAX = 4096 };
+bool cli_alibi(attn_tensor *t, double slopes[CLI_ALIBI_MAX], int64_t heads);
 /* Their lines of help text. */
 #define CLI_ROPE_HELP                                                                      \
     "      --rope LAYOUT      rotary positions on q and k: halves (Hugging Face) or\n"       \
@@ -68,6 +85,18 @@ int cli_rope_check(const attn_rope_options *r, bool given);
     "      --rope-base B      RoPE's base (default 10000)\n"                                 \
     "      --rope-dim N       rotate only the first N elements of each head (even)\n"        \
     "      --rope-offset P    the first key's position (default 0)\n"
+/* The help lines of cli_score_option's flags, RoPE's and the ALiBi slopes'
+ * and sinks' files, as attn sdpa and attn-mpi sdpa take them. */
+#define CLI_SCORE_HELP                                                                     \
+    "      --softcap C        soft-cap the scaled scores: C * tanh(s / C) (Gemma 2)\n"      \
+    "      --alibi            ALiBi: subtract slope_h * |distance from the diagonal|,\n"    \
+    "                         with the paper's slopes for q's Hq heads\n"                  \
+    "      --alibi-slopes FILE  ALiBi with these slopes, shape (Hq,)\n"                    \
+    "      --window N         sliding window (needs --causal): query i sees only\n"       \
+    "                         the N keys ending at its diagonal (Mistral)\n"               \
+    CLI_ROPE_HELP                                                                          \
+    "      --sinks FILE       attention sinks, shape (Hq,): one logit per head in\n"       \
+    "                         every row's softmax denominator, with no value\n"
 /* Parse a finite double; false if the text is not entirely one (white
  * space before or after it included; an underflow is taken, rounded). */
 bool cli_parse_double(const char *text, double *out);

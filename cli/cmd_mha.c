@@ -242,14 +242,12 @@ static void free_weights(weights *w) {
 typedef struct mha_args {
     const char *x, *key, *value, *weights, *prefix, *out, *wout;
     long heads, kv_heads;
-    attn_causal causal;
+    cli_score score; /* --causal, --softcap, --window, --alibi */
     attn_rope_options rope;
     bool has_rope;
-    bool incremental, alibi, hadamard;
+    bool incremental, hadamard;
     attn_dtype kv; /* the cache's dtype with --kv, else 0: X's */
     long residual; /* --kv-residual R, or -1 when not given */
-    double softcap;
-    long window;
 } mha_args;
 
 /* What each option sets, for cli_check_repeats: every spelling of
@@ -288,10 +286,7 @@ static int parse(int argc, char **argv, mha_args *a) {
         } else if (cli_option(argc, argv, &i, NULL, "--kv-heads", &val, &code)) {
             if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_error(EXIT_USAGE, "--kv-heads %s is not a whole number from 1", val);
         } else if (cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code)) {
-        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
-            a->causal = ATTN_CAUSAL_TOP_LEFT, i++;
-        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
-            a->causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
+        } else if (cli_score_option(argc, argv, &i, &a->score, &code)) {
         } else if (strcmp(arg, "--incremental") == 0) {
             a->incremental = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
@@ -307,14 +302,6 @@ static int parse(int argc, char **argv, mha_args *a) {
             if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &a->residual) || a->residual % 32))
                 code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
                                  ATTN_KEY_RESIDUAL_MAX);
-        } else if (strcmp(arg, "--alibi") == 0) {
-            a->alibi = true, i++;
-        } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
-            if (val && (!cli_parse_double(val, &a->softcap) || !(a->softcap > 0)))
-                code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
-        } else if (cli_option(argc, argv, &i, NULL, "--window", &val, &code)) {
-            if (val && !cli_parse_int(val, 1, 1L << 40, &a->window))
-                code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1", val);
         } else {
             code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn mha --help)", arg);
         }
@@ -322,7 +309,7 @@ static int parse(int argc, char **argv, mha_args *a) {
     if (code) return code;
     if (!a->x || !a->weights || !a->heads) return cli_error(EXIT_USAGE, "attn mha needs -x, --weights and --heads (see --help)");
     if (a->out && a->wout && cli_same_file(a->out, a->wout)) return cli_error(EXIT_USAGE, "-o and -w name the same file");
-    if (a->window && a->causal == ATTN_CAUSAL_NONE && !a->incremental)
+    if (a->score.window && a->score.causal == ATTN_CAUSAL_NONE && !a->incremental)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     if (a->incremental && (a->key || a->value || a->wout))
         return cli_error(EXIT_USAGE, "--incremental is self-attention: no --key, --value or -w");
@@ -454,16 +441,12 @@ static int run(const mha_args *a) {
         attn_mha_options o = attn_mha_options_default();
         attn_rope_options r = attn_rope_options_default();
         attn_sdpa_options so = attn_sdpa_options_default();
-        double slopes[4096];
+        double slopes[CLI_ALIBI_MAX];
         attn_tensor slope_t;
-        int64_t heads = a->heads;
-        so.softcap = a->softcap, so.window = a->window;
-        if (a->alibi && heads <= 4096) { /* more heads: attn_mha reports the missing slopes' shape */
-            attn_alibi_slopes(slopes, heads, NULL);
-            attn_tensor_init(&slope_t, slopes, ATTN_F64, 1, &heads, NULL, NULL);
+        so.softcap = a->score.softcap, so.window = a->score.window;
+        if (a->score.alibi && cli_alibi(&slope_t, slopes, a->heads)) /* more heads: attn_mha reports the missing slopes' shape */
             so.alibi_slopes = &slope_t;
-        }
-        o.batch_first = 1, o.causal = a->causal, o.attention = &so;
+        o.batch_first = 1, o.causal = a->score.causal, o.attention = &so;
         if (a->has_rope) r = a->rope, o.rope = &r;
         attn_tensor_init(&out, NULL, x.dtype, x.rank, x.shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(x.dtype) + 1);

@@ -21,15 +21,7 @@ static const char SDPA_USAGE[] =
     "      --causal[=MODE]    causal mask: top-left (default; key j <= query i, as\n"
     "                         PyTorch's is_causal) or bottom-right (j <= i + S - L)\n"
     "      --scale S          score scale (default 1/sqrt(E))\n"
-    "      --softcap C        soft-cap the scaled scores: C * tanh(s / C) (Gemma 2)\n"
-    "      --alibi            ALiBi: subtract slope_h * |distance from the diagonal|,\n"
-    "                         with the paper's slopes for q's Hq heads\n"
-    "      --alibi-slopes FILE  ALiBi with these slopes, shape (Hq,)\n"
-    "      --window N         sliding window (needs --causal): query i sees only\n"
-    "                         the N keys ending at its diagonal (Mistral)\n"
-    CLI_ROPE_HELP
-    "      --sinks FILE       attention sinks, shape (Hq,): one logit per head in\n"
-    "                         every row's softmax denominator, with no value\n"
+    CLI_SCORE_HELP
     "  -o, --out FILE         write the output (..., Hq, L, Ev) to FILE; without -o\n"
     "                         it is printed\n"
     "  -w, --weights FILE     also write the attention weights (..., Hq, L, S)\n"
@@ -309,6 +301,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                       bool *alibi, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
     bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
+    cli_score score = {0};
     if ((code = cli_check_repeats(argc, argv, SDPA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
@@ -342,17 +335,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
                 code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
-        } else if (cli_option(argc, argv, &i, NULL, "--softcap", &val, &code)) {
-            if (val && (!cli_parse_double(val, &opts->softcap) || !(opts->softcap > 0)))
-                code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
-        } else if (cli_option(argc, argv, &i, NULL, "--window", &val, &code)) {
-            long w = 0;
-            if (val && !cli_parse_int(val, 1, 1L << 40, &w))
-                code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1", val);
-            opts->window = w;
-        } else if (strcmp(arg, "--alibi") == 0) {
-            *alibi = true;
-            i++;
+        } else if (cli_score_option(argc, argv, &i, &score, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
@@ -395,20 +378,12 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             if (!code && f == 8)
                 code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not '%s'", val);
             else if (!code) *kv_store = CODES[f];
-        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
-            opts->causal = ATTN_CAUSAL_TOP_LEFT;
-            i++;
-        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
-            opts->causal = ATTN_CAUSAL_BOTTOM_RIGHT;
-            i++;
-        } else if (strncmp(arg, "--causal=", 9) == 0) {
-            code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'",
-                             arg + 9);
         } else {
             code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn sdpa --help)", arg);
         }
     }
     if (code) return code;
+    opts->causal = score.causal, opts->softcap = score.softcap, opts->window = score.window, *alibi = score.alibi;
     for (int i = 0; i < 3; i++)
         if (!in[i].path)
             return cli_error(EXIT_USAGE, "missing %s %s (see attn sdpa --help)", in[i].flag,
@@ -629,16 +604,14 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
         if (in[i].path && (code = cli_read_npy(&in[i].t, in[i].flag, in[i].path))) return code;
     if ((code = check_dtypes(in, 5))) return code;
     /* ALiBi: the paper's slopes for q's heads, or the caller's (any float dtype). */
-    double slopes[4096];
+    double slopes[CLI_ALIBI_MAX];
     attn_tensor slope_t;
     if (alibi) {
         /* packed ragged q is (total, Hq, E) */
         int64_t heads = cu_path[0] ? (in[0].t.rank == 3 ? in[0].t.shape[1] : 1)
                         : in[0].t.rank >= 3 ? in[0].t.shape[in[0].t.rank - 3] : 1;
-        attn_error e;
-        if (heads > 4096) return cli_error(EXIT_DATA, "--alibi: q has %lld heads; at most 4096", (long long)heads);
-        attn_alibi_slopes(slopes, heads, &e);
-        attn_tensor_init(&slope_t, slopes, ATTN_F64, 1, &heads, NULL, NULL);
+        if (!cli_alibi(&slope_t, slopes, heads))
+            return cli_error(EXIT_DATA, "--alibi: q has %lld heads; at most %d", (long long)heads, CLI_ALIBI_MAX);
         opts->alibi_slopes = &slope_t;
     } else if (in[5].path) {
         opts->alibi_slopes = &in[5].t;

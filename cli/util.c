@@ -597,6 +597,35 @@ bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *
     return true;
 }
 
+bool cli_score_option(int argc, char **argv, int *i, cli_score *s, int *code) {
+    const char *val = NULL, *arg = argv[*i];
+    if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
+        s->causal = ATTN_CAUSAL_TOP_LEFT, (*i)++;
+    } else if (strcmp(arg, "--causal=bottom-right") == 0) {
+        s->causal = ATTN_CAUSAL_BOTTOM_RIGHT, (*i)++;
+    } else if (strncmp(arg, "--causal=", 9) == 0) {
+        *code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'", arg + 9), (*i)++;
+    } else if (strcmp(arg, "--alibi") == 0) {
+        s->alibi = true, (*i)++;
+    } else if (cli_option(argc, argv, i, NULL, "--softcap", &val, code)) {
+        if (val && (!cli_parse_double(val, &s->softcap) || !(s->softcap > 0)))
+            *code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
+    } else if (cli_option(argc, argv, i, NULL, "--window", &val, code)) {
+        if (val && !cli_parse_int(val, 1, 1L << 40, &s->window))
+            *code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1", val);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+bool cli_alibi(attn_tensor *t, double slopes[CLI_ALIBI_MAX], int64_t heads) {
+    if (heads > CLI_ALIBI_MAX) return false;
+    if (heads > 0) attn_alibi_slopes(slopes, heads, NULL); /* q with no heads: no slopes, and no rows to use them */
+    attn_tensor_init(t, slopes, ATTN_F64, 1, &heads, NULL, NULL);
+    return true;
+}
+
 int cli_rope_check(const attn_rope_options *r, bool given) {
     attn_rope_options d = attn_rope_options_default();
     if (!given && (r->base != d.base || r->rotary_dim != d.rotary_dim || r->position_offset != d.position_offset))

@@ -24,6 +24,15 @@ from seeding import test_seed  # noqa: E402
 from clicheck import RANKS, at_rank, rank_case_problems  # noqa: E402
 from oracle import reference  # noqa: E402
 from torch_attention import Reporter  # noqa: E402
+from oracle_backward import reference as backward_reference  # noqa: E402
+from oracle_variants import paper_slopes  # noqa: E402
+
+
+def torch_variants(q, k, v, causal, variants):
+    """PyTorch float64's output and lse with the score variants."""
+    out_shape = np.broadcast_shapes(q.shape[:-3], k.shape[:-3]) + q.shape[-3:-1] + v.shape[-1:]
+    *_, out, _, lse = backward_reference(q, k, v, np.zeros(out_shape), None, causal, None, variants=variants)
+    return out, lse
 
 
 class Check(Reporter):
@@ -75,6 +84,56 @@ class Check(Reporter):
                 and same_dead and got.dtype == ref.dtype and got.shape == ref.shape
             self.report("%s_np%d" % (name, n), "" if ok else "vs attn sdpa %.3g, vs torch %.3g, lse %.3g, dead rows %s"
                         % (e_attn, e_torch, e_lse, same_dead))
+
+    def variant_case(self, name, q, k, v, causal, variants, tol=1e-13):
+        """The score variants (--softcap, --alibi-slopes or --alibi, --window,
+        --sinks, --rope...) on 1..4 ranks: equal to attn sdpa given the same
+        flags, and to PyTorch float64 on the variants written from their
+        definitions (oracle_backward.reference)."""
+        self.save(q=q, k=k, v=v)
+        flags = ["-q", self.path("q.npy"), "-k", self.path("k.npy"), "-v", self.path("v.npy")]
+        flags += [[], ["--causal"], ["--causal=bottom-right"]][causal]
+        if "softcap" in variants:
+            flags += ["--softcap", repr(variants["softcap"])]
+        if "window" in variants:
+            flags += ["--window", str(variants["window"])]
+        if "slopes" in variants:
+            if variants.get("paper"):
+                flags += ["--alibi"]
+            else:
+                self.save(slopes=variants["slopes"])
+                flags += ["--alibi-slopes", self.path("slopes.npy")]
+        if "sinks" in variants:
+            self.save(sinks=variants["sinks"])
+            flags += ["--sinks", self.path("sinks.npy")]
+        if "rope" in variants:
+            layout, base, dim, offset = variants["rope"]
+            flags += ["--rope", ["halves", "interleaved"][layout], "--rope-base", repr(base), "--rope-offset", str(offset)]
+            flags += ["--rope-dim", str(dim)] if dim else []
+        r = subprocess.run([self.attn, "sdpa"] + flags + ["-o", self.path("ref.npy"), "--lse", self.path("ref_lse.npy")],
+                           capture_output=True, text=True)
+        if r.returncode:
+            return self.report(name, "attn sdpa failed: " + r.stderr.strip())
+        ref, ref_lse = np.load(self.path("ref.npy")), np.load(self.path("ref_lse.npy"))
+        oracle = {key: val for key, val in variants.items() if key != "paper"}
+        torch_out, torch_lse = torch_variants(q, k, v, causal, oracle)
+        for n in (1, 2, 3, 4):
+            out, lse = self.path("out%d.npy" % n), self.path("lse%d.npy" % n)
+            r = self.run_mpi(n, flags + ["-o", out, "--lse", lse])
+            if r.returncode:
+                self.report("%s_np%d" % (name, n), "attn-mpi failed: " + r.stderr.strip())
+                continue
+            got, got_lse = np.load(out), np.load(lse)
+            size = max(np.abs(ref).max(), 1e-300)
+            e_attn = np.abs(got - ref).max() / size
+            e_torch = np.abs(got.astype(np.float64) - torch_out).max() / size
+            fin = np.isfinite(torch_lse)
+            e_lse = np.abs(got_lse[fin] - torch_lse[fin]).max() if fin.any() else 0.0
+            f64 = got.dtype == np.float64
+            ok = e_attn <= tol and e_torch <= (tol if f64 else 1e-4) and e_lse <= (1e-12 if f64 else 1e-5) \
+                and np.array_equal(np.isneginf(got_lse), np.isneginf(torch_lse)) and got.shape == ref.shape
+            self.report("%s_np%d" % (name, n), "" if ok else "vs attn sdpa %.3g, vs torch %.3g, lse vs torch %.3g"
+                        % (e_attn, e_torch, e_lse))
 
     def run_ranks(self, np_, odd, args, odd_args, odd_files):
         """Rank `odd` runs attn-mpi sdpa with odd_args, the others with args,
@@ -168,6 +227,19 @@ def main():
     c.case("big_endian_f32_q_f16_kv", f((2, 25, 16)).astype(">f4"), f((2, 25, 16)).astype(">f2"),
            f((2, 25, 16)).astype(">f2"), tol=2e-5)
 
+    # The score variants, each rank's shard seeing the key and query
+    # positions of the whole sequence: ALiBi's distances, the window, RoPE's
+    # angles; the sinks join each row's softmax once, whichever rank holds it.
+    c.variant_case("variants_softcap_slopes_window_gqa_f64", f((2, 4, 37, 16)), f((2, 2, 37, 16)), f((2, 2, 37, 8)), 1,
+                   {"softcap": 2.5, "slopes": rng.random(4) * 0.3, "window": 9})
+    c.variant_case("variants_sinks_rope_bottom_right_cross_f64", f((3, 23, 16)), f((3, 41, 16)), f((3, 41, 8)), 2,
+                   {"sinks": rng.standard_normal(3) * 2, "rope": (0, 10000.0, 0, 5)})
+    c.variant_case("variants_paper_alibi_no_causal_f64", f((1, 5, 30, 8)), f((1, 5, 33, 8)), f((1, 5, 33, 8)), 0,
+                   {"slopes": np.array(paper_slopes(5)), "paper": True})
+    c.variant_case("variants_rope_interleaved_partial_softcap_sinks_f32", f((2, 4, 120, 32)).astype(np.float32),
+                   f((2, 2, 120, 32)).astype(np.float32), f((2, 2, 120, 32)).astype(np.float32), 1,
+                   {"rope": (1, 500.0, 16, 3), "softcap": 20.0, "sinks": rng.standard_normal(4)}, tol=2e-5)
+
     # NaN and inf in the inputs: the rows attn sdpa makes NaN are NaN on
     # every rank count too (a NaN query made its row's lse NaN, which the
     # merge dropped as a row without keys: 0, lse -inf), the others equal.
@@ -252,6 +324,17 @@ def main():
     c.bad("error_too_short_beside_no_keys", 3, ["-q", c.path("short.npy"), "-k", c.path("k0.npy"), "-v", c.path("v0.npy")],
           "-q %s has 5 rows, too few for 3 ranks: the zigzag layout needs 6 (or none)" % c.path("short.npy"))
     c.bad("error_q_is_a_directory", 2, ["-q", c.dir, "-k", k, "-v", v], "is not a regular file")
+    # The score variants' own errors: usage errors as attn sdpa's, and the
+    # library's words on a sinks file of the wrong shape or a missing one.
+    qkv3 = ["-q", q, "-k", k, "-v", v]
+    c.save(sinks3=f(3), sinks2=f(2))
+    c.bad("error_alibi_and_slopes", 2, qkv3 + ["--alibi", "--alibi-slopes", c.path("sinks2.npy")],
+          "give --alibi or --alibi-slopes FILE, not both")
+    c.bad("error_window_without_causal", 2, qkv3 + ["--window", "4"], "--window needs --causal")
+    c.bad("error_rope_base_without_rope", 2, qkv3 + ["--rope-base", "100"], "need --rope halves|interleaved")
+    c.bad("error_softcap_zero", 2, qkv3 + ["--softcap", "0"], "--softcap 0 is not a finite number above 0")
+    c.bad("error_sinks_wrong_shape", 2, qkv3 + ["--sinks", c.path("sinks3.npy")], "sinks")
+    c.bad("error_sinks_missing_file", 2, qkv3 + ["--sinks", c.path("no_sinks.npy")], "no_sinks.npy")
     # A FIFO as an input: refused as attn refuses it, not a wait for ever in
     # the open of each rank's own copy (stdio's open waits for a writer).
     os.mkfifo(c.path("fifo.npy"))
@@ -356,6 +439,9 @@ def main():
         ("scale", base + ["--scale", "0.25"], base + ["--scale", "0.5"], None, "--scale's value"),
         ("timeout", base, base + ["--timeout", "7"], None, "--timeout"),
         ("stats", base, base + ["--stats"], None, "--stats"),
+        ("softcap", base + ["--softcap", "5"], base + ["--softcap", "6"], None, "softcap"),
+        ("sinks_given", base, base + ["--sinks", p("sinks2.npy")], None, "--sinks: given on some ranks"),
+        ("alibi_given", base, base + ["--alibi"], None, "--alibi: given on some ranks"),
         ("usage_error", base, base + ["--layout", "diagonal"], None, ("different command lines", "--layout takes")),
         ("help", base, ["--help"], None, "different command lines"),
     ]

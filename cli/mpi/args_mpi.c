@@ -22,6 +22,7 @@ const char MPI_USAGE[] =
     "                         (..., Hq, L, S)\n"
     "      --causal[=MODE]    causal mask, top-left (default) or bottom-right\n"
     "      --scale S          score scale (default 1/sqrt(E))\n"
+    CLI_SCORE_HELP
     "      --layout L         zigzag (default: every rank gets an early and a late\n"
     "                         chunk, so causal work is balanced) or contiguous\n"
     "      --timeout S        longest wait for a message, in seconds (default 60):\n"
@@ -42,13 +43,18 @@ static const cli_setting MPI_SETTINGS[] = {
     {"--query", "-q", true, 0},       {"--key", "-k", true, 1},       {"--value", "-v", true, 2},
     {"--mask", "-m", true, 3},        {"--out", "-o", true, 4},       {"--lse", NULL, true, 5},
     {"--scale", NULL, true, 6},       {"--timeout", NULL, true, 7},   {"--layout", NULL, true, 8},
-    {"--causal", NULL, false, 9},     {"--stats", NULL, false, 10},
+    {"--causal", NULL, false, 9},     {"--stats", NULL, false, 10},   {"--softcap", NULL, true, 11},
+    {"--window", NULL, true, 12},     {"--alibi", NULL, false, 13},   {"--alibi-slopes", NULL, true, 14},
+    {"--sinks", NULL, true, 15},      {"--rope", NULL, true, 16},     {"--rope-base", NULL, true, 17},
+    {"--rope-dim", NULL, true, 18},   {"--rope-offset", NULL, true, 19},
     {NULL, NULL, false, 0},
 };
 
 int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     memset(a, 0, sizeof *a);
     a->so = attn_sdpa_options_default(), a->layout = ATTN_MPI_ARGS_ZIGZAG, a->timeout_s = 60;
+    a->rope = attn_rope_options_default();
+    cli_score score = {0};
     int code = 0;
     if ((code = cli_check_repeats(argc, argv, MPI_SETTINGS))) return code;
     for (int i = 2; i < argc && !code;) {
@@ -59,7 +65,10 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
         }
         if (cli_option(argc, argv, &i, "-q", "--query", &a->q, &code) || cli_option(argc, argv, &i, "-k", "--key", &a->k, &code) ||
             cli_option(argc, argv, &i, "-v", "--value", &a->v, &code) || cli_option(argc, argv, &i, "-m", "--mask", &a->m, &code) ||
-            cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) || cli_option(argc, argv, &i, NULL, "--lse", &a->lse, &code))
+            cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) || cli_option(argc, argv, &i, NULL, "--lse", &a->lse, &code) ||
+            cli_option(argc, argv, &i, NULL, "--alibi-slopes", &a->slopes, &code) ||
+            cli_option(argc, argv, &i, NULL, "--sinks", &a->sinks, &code) || cli_score_option(argc, argv, &i, &score, &code) ||
+            cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code))
             continue;
         if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (!code && !cli_parse_double(val, &a->so.scale)) code = cli_error(EXIT_USAGE, "--scale takes a finite number, not '%s'", val);
@@ -72,12 +81,6 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
             if (!code && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
                 code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);
             a->layout = val && strcmp(val, "contiguous") == 0 ? ATTN_MPI_ARGS_CONTIGUOUS : ATTN_MPI_ARGS_ZIGZAG;
-        } else if (strcmp(arg, "--causal") == 0 || strcmp(arg, "--causal=top-left") == 0) {
-            a->so.causal = ATTN_CAUSAL_TOP_LEFT, i++;
-        } else if (strcmp(arg, "--causal=bottom-right") == 0) {
-            a->so.causal = ATTN_CAUSAL_BOTTOM_RIGHT, i++;
-        } else if (strncmp(arg, "--causal=", 9) == 0) {
-            code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'", arg + 9);
         } else if (strcmp(arg, "--stats") == 0) {
             a->stats = true, i++;
         } else {
@@ -85,10 +88,14 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
         }
     }
     if (code) return code;
+    a->so.causal = score.causal, a->so.softcap = score.softcap, a->so.window = score.window, a->alibi = score.alibi;
     if (!a->q || !a->k || !a->v) return cli_error(EXIT_USAGE, "missing -q Q.npy, -k K.npy or -v V.npy (see attn-mpi sdpa --help)");
     if (!a->out) return cli_error(EXIT_USAGE, "missing -o OUT.npy: the ranks write the output into one file");
     /* However spelled (./o.npy, a link to it): one temporary would take both, and the run fail at its rename. */
     if (a->lse && cli_same_file(a->out, a->lse)) return cli_error(EXIT_USAGE, "-o and --lse name the same file %s", a->out);
-    return 0;
+    if (a->alibi && a->slopes) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
+    if (a->so.window && a->so.causal == ATTN_CAUSAL_NONE)
+        return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
+    return cli_rope_check(&a->rope, a->has_rope);
 }
 

@@ -12,7 +12,11 @@ enum { ATTN_MPI_ARGS_CONTIGUOUS = 0, ATTN_MPI_ARGS_ZIGZAG = 1 };
 
 typedef struct mpi_args {
     const char *q, *k, *v, *m, *out, *lse;
-    attn_sdpa_options so;   /* causal, scale */
+    const char *slopes, *sinks; /* --alibi-slopes, --sinks */
+    attn_sdpa_options so;   /* causal, scale, softcap, window (the tensors are attn_mpi.c's) */
+    bool alibi;             /* --alibi: the paper's slopes for q's heads */
+    attn_rope_options rope; /* --rope..., when has_rope */
+    bool has_rope;
     int layout;             /* an attn_mpi_layout */
     double timeout_s;
     bool stats;

@@ -76,6 +76,12 @@ static int same_options(const mpi_args *a, char *msg, size_t n) {
         {"--scale's value", ATTN_MPI_REAL, 0, 0, a->so.scale},
         {"--timeout", ATTN_MPI_REAL, 0, 0, a->timeout_s},
         {"--stats", ATTN_MPI_INTEGER, 0, a->stats, 0},
+        {"--alibi", ATTN_MPI_GIVEN, 0, a->alibi, 0},
+        {"--alibi-slopes", ATTN_MPI_GIVEN, 0, a->slopes != NULL, 0},
+        {"--alibi-slopes' path", ATTN_MPI_DIGEST, 0, a->slopes ? attn_mpi_digest(a->slopes, strlen(a->slopes)) : 0, 0},
+        {"--sinks", ATTN_MPI_GIVEN, 0, a->sinks != NULL, 0},
+        {"--sinks' path", ATTN_MPI_DIGEST, 0, a->sinks ? attn_mpi_digest(a->sinks, strlen(a->sinks)) : 0, 0},
+        {"--rope", ATTN_MPI_GIVEN, 0, a->has_rope, 0},
     };
     return same(v, (int)(sizeof v / sizeof *v), a->timeout_s, msg, n);
 }
@@ -139,12 +145,16 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
     return code;
 }
 
-/* The inputs: this rank's rows of q, k, v, and of the mask when it has rows. */
-static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *msg, size_t n) {
-    const char *paths[4] = {a->q, a->k, a->v, a->m}, *opts[4] = {"-q", "-k", "-v", "-m"};
+/* The inputs: this rank's rows of q, k, v, and of the mask when it has
+ * rows; the whole of the ALiBi slopes and the sinks, one value a head. */
+enum { N_INPUTS = 6 };
+
+static int read_inputs(const mpi_args *a, attn_tensor t[N_INPUTS], int64_t *L, char *msg, size_t n) {
+    const char *paths[N_INPUTS] = {a->q, a->k, a->v, a->m, a->slopes, a->sinks};
+    const char *opts[N_INPUTS] = {"-q", "-k", "-v", "-m", "--alibi-slopes", "--sinks"};
     int code = 0;
     int64_t S = 0; /* k's keys */
-    for (int i = 0; i < 4 && !code; i++) {
+    for (int i = 0; i < N_INPUTS && !code; i++) {
         if (!paths[i]) continue;
         npy_mpi f = {.fh = MPI_FILE_NULL};
         if (!paths[i][0]) { /* alike on every rank (same_options): said as attn says it, not as MPI-IO's "cannot open :" */
@@ -168,7 +178,7 @@ static int read_inputs(const mpi_args *a, attn_tensor t[4], int64_t *L, char *ms
             if (i == 2 && len != S) /* else each rank's shard sizes, not the files', would be said not to match */
                 code = snprintf(msg, n, "v has S=%lld rows but k has S=%lld (they must match)", (long long)len,
                                 (long long)S) > 0;
-            bool rows = i < 3 || (r >= 2 && len > 1); /* a mask with one row is every rank's */
+            bool rows = i < 3 || (i == 3 && r >= 2 && len > 1); /* a mask with one row is every rank's */
             if (i == 3 && rows && len != *L) /* else sharded as if it were q, and said to be too short for the ranks */
                 code = snprintf(msg, n, "%s has %lld row%s; a mask's rows are q's %lld %s (or 1)", name,
                                 (long long)len, cli_plural(len), (long long)*L, *L == 1 ? "query" : "queries") > 0;
@@ -306,7 +316,7 @@ static int write_outputs(const mpi_args *a, cli_output outs[2], const attn_tenso
 }
 
 static int run(const mpi_args *a) {
-    attn_tensor in[4];
+    attn_tensor in[N_INPUTS];
     memset(in, 0, sizeof in);
     char msg[ATTN_ERROR_MESSAGE_SIZE + 256] = "";
     int64_t L = 0;
@@ -315,12 +325,23 @@ static int run(const mpi_args *a) {
     if (!code) code = resolve_outputs(a, outs, msg, sizeof msg);
     if (!code) code = read_inputs(a, in, &L, msg, sizeof msg);
     attn_tensor out = {0}, lse = {0};
+    /* --alibi: the paper's slopes for q's heads (a dimension every rank reads whole, so alike on all) */
+    double slopes[CLI_ALIBI_MAX];
+    attn_tensor slope_t;
+    int64_t heads = in[0].rank >= 3 ? in[0].shape[in[0].rank - 3] : 1;
+    if (!code && a->alibi && !cli_alibi(&slope_t, slopes, heads)) {
+        snprintf(msg, sizeof msg, "--alibi: q has %lld heads; at most %d", (long long)heads, CLI_ALIBI_MAX);
+        code = EXIT_DATA;
+    }
     if (!code) {
         attn_sdpa_options so = a->so;
         attn_mpi_options mo = attn_mpi_options_default();
         mo.layout = a->layout, mo.timeout_s = a->timeout_s;
         attn_mpi_stats stats;
+        attn_rope_options rope = a->rope;
         so.mask = a->m ? &in[3] : NULL;
+        so.alibi_slopes = a->alibi ? &slope_t : a->slopes ? &in[4] : NULL, so.sinks = a->sinks ? &in[5] : NULL;
+        so.rope = a->has_rope ? &rope : NULL;
         mo.attention = &so, mo.stats = &stats;
         int rank;
         int64_t shape[ATTN_MAX_RANK];
@@ -345,7 +366,7 @@ static int run(const mpi_args *a) {
     }
     if (code && rank_ == 0) cli_error(code, "%s", msg);
     free(out.data), free(lse.data);
-    for (int i = 0; i < 4; i++) free(in[i].data);
+    for (int i = 0; i < N_INPUTS; i++) free(in[i].data);
     return code;
 }
 
