@@ -1876,6 +1876,34 @@ static void test_out_over_offsets(void) {
           "status %d: %s%s", (int)st, st ? err.message : "", kept ? "" : " (written)");
 }
 
+/* A caller's view of one page whose table names that page again and again:
+ * a sequence of 6 positions over one page of 2. The kernels read the page
+ * three times; the page's memory is 2 rows, so an out placed right after
+ * it overlaps nothing and must be taken (a check that measured the one
+ * page as the sequence's 6 rows refused it as an overlap). */
+static void test_view_repeats_its_one_page(void) {
+    double mem[16] = {0}, *kp = mem, *vp = mem + 2, *out = mem + 4, *lse = mem + 5, *q = mem + 8;
+    kp[0] = 0.5, kp[1] = -1, vp[0] = 1, vp[1] = 3, q[0] = 1;
+    int64_t len = 6, qs[3] = {1, 1, 1}, ls[2] = {1, 1}, cu[2] = {0, 1};
+    int32_t table[3] = {0, 0, 0};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.dtype = ATTN_F64, w.key_dim = w.value_dim = 1, w.page_size = 2, w.num_pages = 1;
+    w.k_pages = kp, w.v_pages = vp, w.num_sequences = 1, w.lengths = &len, w.page_table = table, w.table_stride = 3;
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F64, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F64, 3, qs, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F64, 2, ls, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_NONE;
+    attn_error err = {0};
+    attn_status st = attn_kv_paged_attend(&to, &tl, &tq, cu, &w, NULL, &o, &err);
+    /* three keys of score 0.5 (value 1), three of -1 (value 3) */
+    double a = exp(0.5), b = exp(-1.0), want = (a + 3 * b) / (a + b), want_lse = log(3 * (a + b));
+    check(st == ATTN_OK && fabs(*out - want) <= 1e-12 * want && fabs(*lse - want_lse) <= 1e-12 * want_lse,
+          "caller_view_one_page_named_again_out_past_the_page_taken", "status %d (%s), out %.17g (want %.17g), lse %.17g",
+          st, st ? err.message : "", *out, want, *lse);
+}
+
 /* A caller's e4m3 view with a (batch, Hk) k_descale in the options: an
  * out lying over another sequence's row of the scales (which that
  * sequence reads) is refused before anything is written. */
@@ -2799,6 +2827,7 @@ int main(void) {
     test_long_decode(ATTN_F16, 24, 4, 40, 24, "long_forks_decode_kernel_equals_contiguous_f16_page_24_4_heads_tails");
     rng_state = saved;
     test_caller_pages();
+    test_view_repeats_its_one_page();
     test_out_over_descale();
     test_out_over_offsets();
     test_desc();
