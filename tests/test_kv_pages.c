@@ -2778,6 +2778,52 @@ done:
     free(ws), free(mem), free(mem2), free(pm);
 }
 
+/* A plan of a pool, then a new pool made in the same memory (an engine's
+ * pool freed and its memory handed back by malloc) and brought through as
+ * many changes: the plan's 40 positions are not the new sequence's 3, and
+ * its run must be refused, not read the new pool's pages at the old
+ * lengths. */
+static void test_plan_after_pool_made_again(void) {
+    attn_error err;
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.key_dim = d.value_dim = 2, d.num_pages = 4, d.max_sequences = 1;
+    size_t bytes, plan_bytes, ws = 0;
+    attn_kv_pages_bytes(&bytes, &d, &err);
+    void *memory = malloc(bytes);
+    attn_kv_pages *pool;
+    float kv[40 * 2], q[2] = {1, 1}, out[2], before[2];
+    for (int i = 0; i < 80; i++) kv[i] = (float)i / 80;
+    int64_t s, cu[2] = {0, 40}, ks[3] = {40, 1, 2}, qs[3] = {1, 1, 2}, cq[2] = {0, 1};
+    attn_tensor tk, tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, qs, NULL, NULL);
+    attn_status st = attn_kv_pages_init(&pool, memory, bytes, &d, &err);
+    attn_tensor_init(&tk, kv, ATTN_F32, 3, ks, NULL, NULL);
+    if (!st) st = attn_kv_pages_create(pool, &s, &err);
+    if (!st) st = attn_kv_pages_append(pool, &s, 1, &tk, &tk, cu, &err);
+    attn_kv_paged_view view = attn_kv_paged_view_default();
+    if (!st) st = attn_kv_pages_view(&view, pool, &err);
+    attn_sdpa_plan_bytes(&plan_bytes, 1, &err);
+    void *plan_memory = malloc(plan_bytes);
+    attn_sdpa_plan *plan = NULL;
+    if (!st) st = attn_kv_paged_plan_init(&plan, plan_memory, plan_bytes, &ws, &to, NULL, &tq, cq, &view, NULL, NULL, &err);
+    void *work = malloc(ws + 1);
+    if (!st) st = attn_kv_paged_run(plan, &to, NULL, &tq, view.k_pages, view.v_pages, work, ws, &err);
+    attn_status again = ATTN_OK;
+    if (!st) { /* the same memory, the same steps: one create, one append (of 3 positions) */
+        cu[1] = 3, ks[0] = 3;
+        attn_tensor_init(&tk, kv, ATTN_F32, 3, ks, NULL, NULL);
+        st = attn_kv_pages_init(&pool, memory, bytes, &d, &err);
+        if (!st) st = attn_kv_pages_create(pool, &s, &err);
+        if (!st) st = attn_kv_pages_append(pool, &s, 1, &tk, &tk, cu, &err);
+        memcpy(before, out, sizeof out);
+        if (!st) again = attn_kv_paged_run(plan, &to, NULL, &tq, view.k_pages, view.v_pages, work, ws, &err);
+    }
+    check(!st && again == ATTN_ERR_PLAN && !memcmp(out, before, sizeof out),
+          "paged_plan_refused_over_a_pool_made_again_in_its_memory",
+          "setup %d (%s), the old plan's run over the new pool: %d", st, st ? err.message : "", again);
+    free(work), free(plan_memory), free(memory);
+}
+
 int main(void) {
     rng_state = test_seed(KV_PAGES_SEED) | 1; /* seed.h: other inputs under ATTN_TEST_SEED; xorshift's state is never 0 */
     setenv("ATTN_QDOT", "widen", 1); /* before any call: the widening path, bitwise f32 rows (see the top) */
@@ -2879,5 +2925,6 @@ int main(void) {
     model_keys = 0, model_residual = 0, model_head_major = 0;
     test_head_major_view();
     test_plan_after_growth(0), test_plan_after_growth(ATTN_Q4C);
+    test_plan_after_pool_made_again();
     return n_failed ? 1 : 0;
 }
