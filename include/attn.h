@@ -2528,7 +2528,9 @@ typedef struct attn_kv_paged_view {
      * another sequence. A pool's view points at the pool's own, moved on
      * by every append that adds positions, truncate that drops some, fork
      * and free (create does not: a new sequence is empty, as the free id
-     * was). A caller's own view may point it at a counter of its own,
+     * was); a pool made again, in the same memory too, starts its counter
+     * 2^32 past the start of the pool made before it, so that a plan of
+     * the old pool is refused there. A caller's own view may point it at a counter of its own,
      * which must stay valid, as the page table must, while a plan of the
      * view is used. */
     const uint64_t *generation;

@@ -23,13 +23,24 @@
  *   - every error: a full pool, unknown and freed sequences, a sequence
  *     named twice, bad shapes, dtypes and pointers, overflowing sizes, page
  *     tables that point outside the pool, each leaving the pool's memory
- *     byte for byte as it was.
+ *     byte for byte as it was;
+ *   - against nothing of the library's: random programs on a model that
+ *     keeps each sequence as plain arrays and its own page table of
+ *     abstract, reference-counted pages (f64, f32, f16, bf16, e4m3, q8 and
+ *     q4_1 pools; GQA, MQA; bottom-right causal or none; max_length; one
+ *     page), attention against the naive sum (f64 within 1e-12, the others
+ *     within attn_sdpa's f32 bound), every page's count and sharing and
+ *     every refused call's untouched pool checked after each step; caller
+ *     views of pages of 1 to 7 positions, tables that repeat pages,
+ *     FlashInfer's offsets, and their plans run over a second layer's
+ *     pages; three caller threads attending disjoint sequences at once.
  * Keys quantized per channel (q4c, q2c) are checked here bitwise against
  * f32 rows of their values, which is what decode computes with ATTN_QDOT=widen:
  * main sets it, for the whole process (read once). Their integer dot
  * product kernel is tested within its bound in test_quant_kv.
  * Built plain, under ASan+UBSan and under ThreadSanitizer. */
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1876,6 +1887,34 @@ static void test_out_over_offsets(void) {
           "status %d: %s%s", (int)st, st ? err.message : "", kept ? "" : " (written)");
 }
 
+/* A caller's view of one page whose table names that page again and again:
+ * a sequence of 6 positions over one page of 2. The kernels read the page
+ * three times; the page's memory is 2 rows, so an out placed right after
+ * it overlaps nothing and must be taken (a check that measured the one
+ * page as the sequence's 6 rows refused it as an overlap). */
+static void test_view_repeats_its_one_page(void) {
+    double mem[16] = {0}, *kp = mem, *vp = mem + 2, *out = mem + 4, *lse = mem + 5, *q = mem + 8;
+    kp[0] = 0.5, kp[1] = -1, vp[0] = 1, vp[1] = 3, q[0] = 1;
+    int64_t len = 6, qs[3] = {1, 1, 1}, ls[2] = {1, 1}, cu[2] = {0, 1};
+    int32_t table[3] = {0, 0, 0};
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.dtype = ATTN_F64, w.key_dim = w.value_dim = 1, w.page_size = 2, w.num_pages = 1;
+    w.k_pages = kp, w.v_pages = vp, w.num_sequences = 1, w.lengths = &len, w.page_table = table, w.table_stride = 3;
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F64, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, ATTN_F64, 3, qs, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F64, 2, ls, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = ATTN_CAUSAL_NONE;
+    attn_error err = {0};
+    attn_status st = attn_kv_paged_attend(&to, &tl, &tq, cu, &w, NULL, &o, &err);
+    /* three keys of score 0.5 (value 1), three of -1 (value 3) */
+    double a = exp(0.5), b = exp(-1.0), want = (a + 3 * b) / (a + b), want_lse = log(3 * (a + b));
+    check(st == ATTN_OK && fabs(*out - want) <= 1e-12 * want && fabs(*lse - want_lse) <= 1e-12 * want_lse,
+          "caller_view_one_page_named_again_out_past_the_page_taken", "status %d (%s), out %.17g (want %.17g), lse %.17g",
+          st, st ? err.message : "", *out, want, *lse);
+}
+
 /* A caller's e4m3 view with a (batch, Hk) k_descale in the options: an
  * out lying over another sequence's row of the scales (which that
  * sequence reads) is refused before anything is written. */
@@ -2750,6 +2789,854 @@ done:
     free(ws), free(mem), free(mem2), free(pm);
 }
 
+/* A plan of a pool, then a new pool made in the same memory (an engine's
+ * pool freed and its memory handed back by malloc) and brought through as
+ * many changes: the plan's 40 positions are not the new sequence's 3, and
+ * its run must be refused, not read the new pool's pages at the old
+ * lengths. */
+static void test_plan_after_pool_made_again(void) {
+    attn_error err;
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.key_dim = d.value_dim = 2, d.num_pages = 4, d.max_sequences = 1;
+    size_t bytes, plan_bytes, ws = 0;
+    attn_kv_pages_bytes(&bytes, &d, &err);
+    void *memory = malloc(bytes);
+    attn_kv_pages *pool;
+    float kv[40 * 2], q[2] = {1, 1}, out[2], before[2];
+    for (int i = 0; i < 80; i++) kv[i] = (float)i / 80;
+    int64_t s, cu[2] = {0, 40}, ks[3] = {40, 1, 2}, qs[3] = {1, 1, 2}, cq[2] = {0, 1};
+    attn_tensor tk, tq, to;
+    attn_tensor_init(&tq, q, ATTN_F32, 3, qs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F32, 3, qs, NULL, NULL);
+    attn_status st = attn_kv_pages_init(&pool, memory, bytes, &d, &err);
+    attn_tensor_init(&tk, kv, ATTN_F32, 3, ks, NULL, NULL);
+    if (!st) st = attn_kv_pages_create(pool, &s, &err);
+    if (!st) st = attn_kv_pages_append(pool, &s, 1, &tk, &tk, cu, &err);
+    attn_kv_paged_view view = attn_kv_paged_view_default();
+    if (!st) st = attn_kv_pages_view(&view, pool, &err);
+    attn_sdpa_plan_bytes(&plan_bytes, 1, &err);
+    void *plan_memory = malloc(plan_bytes);
+    attn_sdpa_plan *plan = NULL;
+    if (!st) st = attn_kv_paged_plan_init(&plan, plan_memory, plan_bytes, &ws, &to, NULL, &tq, cq, &view, NULL, NULL, &err);
+    void *work = malloc(ws + 1);
+    if (!st) st = attn_kv_paged_run(plan, &to, NULL, &tq, view.k_pages, view.v_pages, work, ws, &err);
+    attn_status again = ATTN_OK;
+    if (!st) { /* the same memory, the same steps: one create, one append (of 3 positions) */
+        cu[1] = 3, ks[0] = 3;
+        attn_tensor_init(&tk, kv, ATTN_F32, 3, ks, NULL, NULL);
+        st = attn_kv_pages_init(&pool, memory, bytes, &d, &err);
+        if (!st) st = attn_kv_pages_create(pool, &s, &err);
+        if (!st) st = attn_kv_pages_append(pool, &s, 1, &tk, &tk, cu, &err);
+        memcpy(before, out, sizeof out);
+        if (!st) again = attn_kv_paged_run(plan, &to, NULL, &tq, view.k_pages, view.v_pages, work, ws, &err);
+    }
+    check(!st && again == ATTN_ERR_PLAN && !memcmp(out, before, sizeof out),
+          "paged_plan_refused_over_a_pool_made_again_in_its_memory",
+          "setup %d (%s), the old plan's run over the new pool: %d", st, st ? err.message : "", again);
+    free(work), free(plan_memory), free(memory);
+}
+
+/* ---- against the definition: a model of the pool and naive sums ----
+ *
+ * The random programs above check the pool against the library's own
+ * contiguous cache. These check it against nothing of the library's: a
+ * model that keeps every sequence's keys and values as plain arrays, its
+ * own page table of abstract pages with reference counts and copy on write
+ * as attn.h describes them, and attention as the naive sum in long double.
+ * f64 pools must match it within 1e-12 of each row's Σ p|v|, f32, f16 and
+ * bf16 pools within attn_sdpa's f32 bound (attn.h, "Numerics"). After every
+ * step the pool's free pages, every page's reference count and which
+ * sequences share which page must be the model's, and every refused call
+ * (a full pool, an id named twice, unknown or freed, offsets that
+ * decrease, a truncate past the end) must leave the pool's memory byte for
+ * byte as it was. Ids are predicted too: the one freed last is reused first. */
+
+/* Uniform in [-1, 1), every bit of a double. */
+static double rnd_f64(void) { return (double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0; }
+
+enum { SM = 7 };
+
+typedef struct smodel {
+    attn_kv_pages_desc d;
+    attn_kv_pages *pool;
+    void *mem;
+    size_t bytes;
+    int64_t H, E, Ev, P, maxlen, stride; /* stride: table entries per sequence */
+    int live[SM];
+    int64_t len[SM], cap[SM];
+    double *k[SM], *v[SM]; /* (cap, H, E): the stored values */
+    int64_t *tab[SM];      /* model page ids */
+    int64_t *refs, *freel, nfree;
+    int64_t ids[SM], nids; /* free id stack, top last */
+    int64_t *l2m, *m2l;
+} smodel;
+
+static int64_t pages_of(int64_t x, int64_t P) { return x / P + (x % P != 0); }
+
+static double store(double x, attn_dtype dt) {
+    if (dt == ATTN_F64) return x;
+    float f = (float)x;
+    if (dt == ATTN_F16) return attn_f16_to_f32(attn_f32_to_f16(f));
+    if (dt == ATTN_BF16) return attn_bf16_to_f32(attn_f32_to_bf16(f));
+    return f;
+}
+
+/* A row of n values as the pool's dtype reads it back: rounded to f32, f16
+ * or bf16, or quantized row by row (attn_quantize, then widened back). */
+static void store_row(double *dst, const double *src, int64_t n, attn_dtype dt) {
+    size_t row = attn_quant_row_size(dt, n);
+    if (!row) {
+        for (int64_t i = 0; i < n; i++) dst[i] = store(src[i], dt);
+        return;
+    }
+    float f[64];
+    unsigned char codes[128];
+    int64_t sh[1] = {n};
+    attn_tensor in, back;
+    for (int64_t i = 0; i < n; i++) f[i] = (float)src[i];
+    attn_tensor_init(&in, f, ATTN_F32, 1, sh, NULL, NULL);
+    attn_quantize(codes, sizeof codes, dt, &in, NULL);
+    attn_tensor_init(&back, f, ATTN_F32, 1, sh, NULL, NULL);
+    attn_dequantize(&back, codes, sizeof codes, dt, NULL);
+    for (int64_t i = 0; i < n; i++) dst[i] = f[i];
+}
+
+static int sm_init(smodel *m, attn_dtype dt, int64_t P, int64_t pages, int64_t nseq, int64_t H, int64_t E,
+                   int64_t Ev, int64_t max_length, int head_major) {
+    memset(m, 0, sizeof *m);
+    m->d = attn_kv_pages_desc_default();
+    m->d.dtype = dt, m->d.page_size = P, m->d.num_pages = pages, m->d.max_sequences = nseq;
+    m->d.heads = H, m->d.key_dim = E, m->d.value_dim = Ev, m->d.max_length = max_length, m->d.head_major = head_major;
+    m->H = H, m->E = E, m->Ev = Ev, m->P = P;
+    m->maxlen = max_length ? max_length : pages * P;
+    m->stride = max_length ? pages_of(max_length, P) : pages;
+    attn_error err;
+    if (attn_kv_pages_bytes(&m->bytes, &m->d, &err)) return 0;
+    m->mem = malloc(m->bytes);
+    memset(m->mem, 0xa5, m->bytes);
+    if (attn_kv_pages_init(&m->pool, m->mem, m->bytes, &m->d, &err)) return 0;
+    m->refs = calloc((size_t)pages, 8), m->freel = malloc((size_t)pages * 8);
+    m->l2m = malloc((size_t)pages * 8), m->m2l = malloc((size_t)pages * 8);
+    for (int64_t i = 0; i < pages; i++) m->freel[i] = pages - 1 - i;
+    m->nfree = pages;
+    for (int64_t i = 0; i < nseq; i++) m->ids[i] = nseq - 1 - i;
+    m->nids = nseq;
+    for (int s = 0; s < nseq; s++) m->tab[s] = malloc((size_t)m->stride * 8);
+    return 1;
+}
+
+static void sm_free(smodel *m) {
+    for (int s = 0; s < SM; s++) free(m->k[s]), free(m->v[s]), free(m->tab[s]);
+    free(m->refs), free(m->freel), free(m->l2m), free(m->m2l), free(m->mem);
+}
+
+static void sm_reserve(smodel *m, int s, int64_t n) {
+    if (n <= m->cap[s]) return;
+    int64_t cap = n * 2 + 8;
+    m->k[s] = realloc(m->k[s], (size_t)(cap * m->H * m->E) * 8);
+    m->v[s] = realloc(m->v[s], (size_t)(cap * m->H * m->Ev) * 8);
+    m->cap[s] = cap;
+}
+
+static int64_t mtake(smodel *m) {
+    int64_t p = m->freel[--m->nfree];
+    m->refs[p] = 1;
+    return p;
+}
+static void mrelease(smodel *m, int s, int64_t from, int64_t to) {
+    for (int64_t e = from; e < to; e++)
+        if (--m->refs[m->tab[s][e]] == 0) m->freel[m->nfree++] = m->tab[s][e];
+}
+
+/* Bookkeeping and contents against the model. */
+static int sm_holds(smodel *m, char *why, size_t size, int contents) {
+    int64_t N = m->d.num_pages;
+    for (int64_t i = 0; i < N; i++) m->l2m[i] = m->m2l[i] = -1;
+    if (attn_kv_pages_free_pages(m->pool) != m->nfree)
+        return snprintf(why, size, "free pages %lld, model %lld", (long long)attn_kv_pages_free_pages(m->pool),
+                        (long long)m->nfree), 0;
+    for (int s = 0; s < m->d.max_sequences; s++) {
+        int64_t len;
+        const int32_t *t;
+        attn_status st = attn_kv_pages_sequence(m->pool, s, &len, &t, NULL);
+        if (!m->live[s]) {
+            if (st != ATTN_ERR_ARGUMENT) return snprintf(why, size, "dead seq %d answers %d", s, st), 0;
+            continue;
+        }
+        if (st || len != m->len[s])
+            return snprintf(why, size, "seq %d: status %d length %lld, model %lld", s, st, (long long)len,
+                            (long long)m->len[s]), 0;
+        for (int64_t e = 0; e < pages_of(len, m->P); e++) {
+            int64_t lp = t[e], mp = m->tab[s][e];
+            if (lp < 0 || lp >= N) return snprintf(why, size, "seq %d entry %lld page %lld", s, (long long)e, (long long)lp), 0;
+            if ((m->l2m[lp] >= 0 && m->l2m[lp] != mp) || (m->m2l[mp] >= 0 && m->m2l[mp] != lp))
+                return snprintf(why, size, "seq %d entry %lld: page sharing differs from the model", s, (long long)e), 0;
+            m->l2m[lp] = mp, m->m2l[mp] = lp;
+            if (attn_kv_pages_page_refs(m->pool, lp) != m->refs[mp])
+                return snprintf(why, size, "page %lld refs %lld, model %lld", (long long)lp,
+                                (long long)attn_kv_pages_page_refs(m->pool, lp), (long long)m->refs[mp]), 0;
+        }
+    }
+    for (int64_t i = 0; i < N; i++)
+        if (m->l2m[i] < 0 && attn_kv_pages_page_refs(m->pool, i) != 0)
+            return snprintf(why, size, "page %lld held by no table has refs %lld", (long long)i,
+                            (long long)attn_kv_pages_page_refs(m->pool, i)), 0;
+    if (!contents) return 1;
+    for (int s = 0; s < m->d.max_sequences; s++) {
+        if (!m->live[s]) continue;
+        int64_t L = m->len[s], H = m->H, E = m->E, Ev = m->Ev;
+        double *k = malloc((size_t)(H * L * E + 1) * 8), *v = malloc((size_t)(H * L * Ev + 1) * 8);
+        int64_t ks[3] = {H, L, E}, vs[3] = {H, L, Ev};
+        attn_tensor tk, tv;
+        attn_tensor_init(&tk, k, ATTN_F64, 3, ks, NULL, NULL);
+        attn_tensor_init(&tv, v, ATTN_F64, 3, vs, NULL, NULL);
+        attn_error err;
+        int ok = 1;
+        if (attn_kv_pages_gather(&tk, &tv, m->pool, s, &err)) ok = 0, snprintf(why, size, "gather: %s", err.message);
+        for (int64_t h = 0; h < H && ok; h++)
+            for (int64_t j = 0; j < L && ok; j++) {
+                for (int64_t e = 0; e < E && ok; e++)
+                    if (k[(h * L + j) * E + e] != m->k[s][(j * H + h) * E + e])
+                        ok = 0, snprintf(why, size, "seq %d key %lld head %lld differs", s, (long long)j, (long long)h);
+                for (int64_t e = 0; e < Ev && ok; e++)
+                    if (v[(h * L + j) * Ev + e] != m->v[s][(j * H + h) * Ev + e])
+                        ok = 0, snprintf(why, size, "seq %d value %lld head %lld differs", s, (long long)j, (long long)h);
+            }
+        free(k), free(v);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* Sequence s's L queries (rows row0 .. of the packed q, out and lse)
+ * against the naive sum in long double over the model's keys: the last L
+ * positions with the bottom-right causal mask, a row that sees no key out
+ * 0 and lse -inf. f64 pools within 1e-12 of the row's Σ p|v|; the others
+ * within attn_sdpa's f32 bound, 2e-5 · max|P·|v|| + 2 (E + 6) 2^-24 s_abs
+ * max|v| over the sequence, and lse within the scores' error (E + 6) 2^-24
+ * s_abs, the sums' 2e-5 and its own rounding. */
+static int check_attend(const smodel *m, int s, int64_t L, const void *q, int q_f64, int64_t Hq, double scale,
+                        int causal, const void *out, const void *lse, int64_t row0, char *why, size_t size) {
+    int64_t S = m->len[s], H = m->H, E = m->E, Ev = m->Ev, g = Hq / H;
+    const double *K = m->k[s], *V = m->v[s];
+    bool exact = m->d.dtype == ATTN_F64;
+    /* f32 bound per sequence: s_abs, max|v| over it */
+    double s_abs = 0, vmax = 0;
+    for (int64_t j = 0; j < S; j++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t e = 0; e < Ev; e++) vmax = fmax(vmax, fabs(V[(j * H + h) * Ev + e]));
+    long double *p = malloc((size_t)(S + 1) * sizeof *p);
+    double *refo = malloc((size_t)(L * Hq * Ev + 1) * 8), *refl = malloc((size_t)(L * Hq + 1) * 8);
+    double *pv = malloc((size_t)(L * Hq + 1) * 8);
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t hq = 0; hq < Hq; hq++) {
+            int64_t hk = hq / g, r = row0 + l;
+            double qv[64];
+            for (int64_t e = 0; e < E; e++)
+                qv[e] = q_f64 ? ((const double *)q)[(r * Hq + hq) * E + e] : ((const float *)q)[(r * Hq + hq) * E + e];
+            int64_t lim = causal ? S - L + l : S - 1; /* last key position allowed */
+            long double mx = -INFINITY;
+            for (int64_t j = 0; j <= lim && j < S; j++) {
+                long double d = 0, a = 0;
+                for (int64_t e = 0; e < E; e++) {
+                    d += (long double)qv[e] * K[(j * H + hk) * E + e];
+                    a += fabsl((long double)qv[e] * K[(j * H + hk) * E + e]);
+                }
+                p[j] = d * scale;
+                s_abs = fmax(s_abs, (double)(a * fabs(scale)));
+                if (p[j] > mx) mx = p[j];
+            }
+            long double sum = 0;
+            for (int64_t j = 0; j <= lim && j < S; j++) p[j] = expl(p[j] - mx), sum += p[j];
+            long double pabs = 0;
+            for (int64_t c = 0; c < Ev; c++) {
+                long double acc = 0, aa = 0;
+                for (int64_t j = 0; j <= lim && j < S; j++)
+                    acc += p[j] * V[(j * H + hk) * Ev + c], aa += p[j] * fabs(V[(j * H + hk) * Ev + c]);
+                refo[(l * Hq + hq) * Ev + c] = sum > 0 ? (double)(acc / sum) : 0.0;
+                if (sum > 0 && aa / sum > pabs) pabs = aa / sum;
+            }
+            pv[l * Hq + hq] = (double)pabs;
+            refl[l * Hq + hq] = sum > 0 ? (double)(mx + logl(sum)) : -INFINITY;
+        }
+    int ok = 1;
+    double maxpv = 0;
+    for (int64_t i = 0; i < L * Hq; i++) maxpv = fmax(maxpv, pv[i]);
+    for (int64_t l = 0; l < L && ok; l++)
+        for (int64_t hq = 0; hq < Hq && ok; hq++) {
+            int64_t r = row0 + l;
+            double tol = exact ? 1e-12 * (pv[l * Hq + hq] + 1e-300)
+                               : 2e-5 * maxpv + 2.0 * (double)(E + 6) * 0x1p-24 * s_abs * vmax;
+            for (int64_t c = 0; c < Ev && ok; c++) {
+                double got = exact ? ((const double *)out)[(r * Hq + hq) * Ev + c]
+                                   : ((const float *)out)[(r * Hq + hq) * Ev + c];
+                double want = refo[(l * Hq + hq) * Ev + c];
+                if (!(fabs(got - want) <= tol))
+                    ok = 0, snprintf(why, size, "seq %d S %lld L %lld row %lld head %lld col %lld: %.17g vs %.17g (tol %g)%s",
+                                     s, (long long)S, (long long)L, (long long)l, (long long)hq, (long long)c, got,
+                                     want, tol, causal ? " causal" : "");
+            }
+            if (lse && ok) {
+                double got = exact ? ((const double *)lse)[r * Hq + hq] : ((const float *)lse)[r * Hq + hq];
+                double want = refl[l * Hq + hq];
+                double ltol = exact ? 1e-12 * (fabs(want) + 1)
+                                    : (double)(E + 6) * 0x1p-24 * s_abs + 2e-5 + 0x1p-23 * fabs(want);
+                if (isinf(want) ? got != want : !(fabs(got - want) <= ltol))
+                    ok = 0, snprintf(why, size, "seq %d row %lld head %lld lse %.17g vs %.17g", s, (long long)l,
+                                     (long long)hq, got, want);
+            }
+        }
+    free(p), free(refo), free(refl), free(pv);
+    return ok;
+}
+
+/* What a program did: a program that never refused a call, never found the
+ * pool full, never copied a shared page or never attended tested less than
+ * its name says (sm_program fails it). */
+typedef struct stats { int64_t errs, fulls, cow, attends; } stats;
+
+/* One attend over a random multiset of live sequences (dead ones now and then). */
+static int sm_attend(smodel *m, int64_t g, stats *st, char *why, size_t size) {
+    int64_t live[SM], nl = 0;
+    for (int s = 0; s < m->d.max_sequences; s++)
+        if (m->live[s]) live[nl++] = s;
+    int64_t n = nl ? rnd_below(6) : 0, seqs[8], cu[9] = {0};
+    int bad = nl && rnd_below(12) == 0;
+    int64_t Lmax = (int64_t[]){1, 3, 9, 20}[rnd_below(4)];
+    for (int64_t i = 0; i < n; i++) {
+        seqs[i] = live[rnd_below(nl)];
+        int64_t S = m->len[seqs[i]];
+        cu[i + 1] = cu[i] + rnd_below((S + 3 < Lmax ? S + 3 : Lmax) + 1);
+    }
+    if (bad) {
+        int dead = -1;
+        for (int s = 0; s < m->d.max_sequences; s++)
+            if (!m->live[s]) dead = s;
+        seqs[n] = dead >= 0 && (rnd() & 1) ? dead : (rnd() & 1 ? -1 : m->d.max_sequences);
+        cu[n + 1] = cu[n] + 1;
+        n++;
+    }
+    int64_t T = cu[n], H = m->H, Hq = H * g, E = m->E, Ev = m->Ev;
+    int f64 = m->d.dtype == ATTN_F64;
+    size_t es = f64 ? 8 : 4;
+    void *q = malloc((size_t)(T * Hq * E + 1) * es), *out = malloc((size_t)(T * Hq * Ev + 1) * es);
+    void *lse = malloc((size_t)(T * Hq + 1) * es);
+    for (int64_t i = 0; i < T * Hq * E; i++) {
+        double x = rnd_f64() * 2;
+        if (f64) ((double *)q)[i] = x;
+        else ((float *)q)[i] = (float)x;
+    }
+    memset(out, 0x7f, (size_t)(T * Hq * Ev + 1) * es);
+    int64_t qs[3] = {T, Hq, E}, os[3] = {T, Hq, Ev}, ls[2] = {T, Hq};
+    attn_tensor tq, to, tl;
+    attn_dtype qd = f64 ? ATTN_F64 : ATTN_F32;
+    attn_tensor_init(&tq, q, qd, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, out, qd, 3, os, NULL, NULL);
+    attn_tensor_init(&tl, lse, qd, 2, ls, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    int causal = (int)(rnd() & 1);
+    o.causal = causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+    double scale = rnd() & 1 ? 1.0 / sqrt((double)E) : 0.3 + rnd_f64();
+    if (rnd() & 1) o.has_scale = 1, o.scale = scale;
+    else scale = 1.0 / sqrt((double)E);
+    int with_lse = (int)(rnd() & 1);
+    attn_context c = attn_context_default();
+    c.num_threads = 1 + (int)rnd_below(3);
+    o.context = &c;
+    attn_error err;
+    unsigned char *snap = malloc(m->bytes);
+    memcpy(snap, m->mem, m->bytes);
+    attn_status s = attn_kv_pages_attend(&to, with_lse ? &tl : NULL, &tq, cu, seqs, n, m->pool, NULL, &o, &err);
+    int ok = 1;
+    if (memcmp(snap, m->mem, m->bytes)) ok = 0, snprintf(why, size, "attend wrote into the pool");
+    else if (bad) {
+        unsigned char *u = out;
+        int untouched = 1;
+        for (size_t i = 0; i < (size_t)(T * Hq * Ev) * es; i++) untouched &= u[i] == 0x7f;
+        if (s != ATTN_ERR_ARGUMENT || !untouched)
+            ok = 0, snprintf(why, size, "attend of a bad id %lld: status %d, out %s", (long long)seqs[n - 1], s,
+                             untouched ? "untouched" : "written");
+        st->errs++;
+    } else if (s) {
+        ok = 0, snprintf(why, size, "attend: %s", err.message);
+    } else {
+        for (int64_t i = 0; i < n && ok; i++)
+            ok = check_attend(m, (int)seqs[i], cu[i + 1] - cu[i], q, f64, Hq, scale, causal, out,
+                              with_lse ? lse : NULL, cu[i], why, size);
+        st->attends++;
+    }
+    free(snap), free(q), free(out), free(lse);
+    return ok;
+}
+
+static int expect_fail(smodel *m, const unsigned char *snap, attn_status got, attn_status want, const char *what,
+                       const attn_error *err, char *why, size_t size) {
+    if (got != want) return snprintf(why, size, "%s: status %d, expected %d (%s)", what, got, want, got ? err->message : ""), 0;
+    if (memcmp(snap, m->mem, m->bytes)) return snprintf(why, size, "%s failed but changed the pool", what), 0;
+    return 1;
+}
+
+static int sm_append(smodel *m, stats *stt, char *why, size_t size) {
+    int64_t live[SM], nl = 0, P = m->P, H = m->H, E = m->E, Ev = m->Ev;
+    for (int s = 0; s < m->d.max_sequences; s++)
+        if (m->live[s]) live[nl++] = s;
+    int64_t seqs[SM + 1], n = 0, cu[SM + 2] = {0};
+    for (int64_t i = 0; i < nl; i++)
+        if (rnd() & 1) seqs[n++] = live[i];
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = rnd_below(i + 1), t = seqs[i];
+        seqs[i] = seqs[j], seqs[j] = t;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = m->len[seqs[i]], add;
+        switch (rnd_below(7)) {
+        case 0: add = 0; break;
+        case 1: add = P - len % P; break; /* fill the page exactly */
+        case 2: add = P; break;
+        case 3: add = 1; break;
+        case 4: add = rnd_below(3 * P); break;
+        case 5: add = rnd_below(50) == 0 ? m->maxlen - len + (int64_t)rnd_below(2) : rnd_below(P); break;
+        default: add = rnd_below(P + 2); break;
+        }
+        cu[i + 1] = cu[i] + add;
+    }
+    /* now and then a bad call: an id twice, dead or out of range; offsets off */
+    int bad = (int)(rnd_below(14) == 0 ? 1 + rnd_below(4) : 0);
+    if (bad == 1 && n) seqs[n] = seqs[rnd_below(n)], cu[n + 1] = cu[n] + rnd_below(2), n++;
+    else if (bad == 2) {
+        int dead = -1;
+        for (int s = 0; s < m->d.max_sequences; s++)
+            if (!m->live[s]) dead = s;
+        seqs[n] = dead >= 0 ? dead : -1, cu[n + 1] = cu[n] + rnd_below(2), n++;
+    } else if (bad == 3 && n >= 2) {
+        cu[1] = cu[2] + 1; /* decreasing */
+    } else bad = 0;
+    int64_t T = cu[n];
+    int f64 = m->d.dtype == ATTN_F64;
+    size_t es = f64 ? 8 : 4;
+    int layout = (int)(rnd() & 1); /* 0: (T, H, E); 1: (H, T, E) in memory */
+    void *kd = malloc((size_t)(T * H * E + 1) * es), *vd = malloc((size_t)(T * H * Ev + 1) * es);
+    double *kin = malloc((size_t)(T * H * E + 1) * 8), *vin = malloc((size_t)(T * H * Ev + 1) * 8);
+    for (int64_t r = 0; r < T; r++)
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t e = 0; e < E; e++) {
+                double x = f64 ? rnd_f64() : (double)(float)rnd_f64();
+                kin[(r * H + h) * E + e] = x;
+                int64_t at = layout ? (h * T + r) * E + e : (r * H + h) * E + e;
+                if (f64) ((double *)kd)[at] = x;
+                else ((float *)kd)[at] = (float)x;
+            }
+            for (int64_t e = 0; e < Ev; e++) {
+                double x = f64 ? rnd_f64() : (double)(float)rnd_f64();
+                vin[(r * H + h) * Ev + e] = x;
+                int64_t at = layout ? (h * T + r) * Ev + e : (r * H + h) * Ev + e;
+                if (f64) ((double *)vd)[at] = x;
+                else ((float *)vd)[at] = (float)x;
+            }
+        }
+    int64_t ks[3] = {T, H, E}, vs[3] = {T, H, Ev}, kst[3] = {E, T * E, 1}, vst[3] = {Ev, T * Ev, 1};
+    attn_tensor tk, tv;
+    attn_dtype dt = f64 ? ATTN_F64 : ATTN_F32;
+    attn_tensor_init(&tk, kd, dt, 3, ks, layout ? kst : NULL, NULL);
+    attn_tensor_init(&tv, vd, dt, 3, vs, layout ? vst : NULL, NULL);
+    /* the model's prediction: over max_length, or out of pages */
+    int full = 0;
+    int64_t need = 0, *tr = malloc((size_t)m->d.num_pages * 8);
+    memcpy(tr, m->refs, (size_t)m->d.num_pages * 8);
+    for (int64_t i = 0; i < n && !bad; i++) {
+        int64_t s = seqs[i], len = m->len[s], add = cu[i + 1] - cu[i];
+        if (!add) continue;
+        if (len + add > m->maxlen) full = 1;
+        need += pages_of(len + add, P) - pages_of(len, P);
+        if (len % P && tr[m->tab[s][len / P]] > 1) need++, tr[m->tab[s][len / P]]--;
+    }
+    free(tr);
+    if (need > m->nfree) full = 1;
+    unsigned char *snap = malloc(m->bytes);
+    memcpy(snap, m->mem, m->bytes);
+    attn_error err;
+    attn_status got = attn_kv_pages_append(m->pool, seqs, n, &tk, &tv, cu, &err);
+    int ok;
+    if (bad) ok = expect_fail(m, snap, got, ATTN_ERR_ARGUMENT, "a bad append", &err, why, size), stt->errs++;
+    else if (full) ok = expect_fail(m, snap, got, ATTN_ERR_FULL, "an append past the pool", &err, why, size), stt->fulls++;
+    else if (got) ok = 0, snprintf(why, size, "append: %s", err.message);
+    else {
+        ok = 1;
+        for (int64_t i = 0; i < n; i++) {
+            int s = (int)seqs[i];
+            int64_t len = m->len[s], add = cu[i + 1] - cu[i];
+            if (!add) continue;
+            if (len % P && m->refs[m->tab[s][len / P]] > 1) {
+                m->refs[m->tab[s][len / P]]--;
+                m->tab[s][len / P] = mtake(m);
+                stt->cow++;
+            }
+            for (int64_t pos = len; pos < len + add; pos++)
+                if (pos % P == 0) m->tab[s][pos / P] = mtake(m);
+            sm_reserve(m, s, len + add);
+            for (int64_t r = 0; r < add; r++)
+                for (int64_t h = 0; h < H; h++) {
+                    store_row(m->k[s] + ((len + r) * H + h) * E, kin + ((cu[i] + r) * H + h) * E, E, m->d.dtype);
+                    store_row(m->v[s] + ((len + r) * H + h) * Ev, vin + ((cu[i] + r) * H + h) * Ev, Ev, m->d.dtype);
+                }
+            m->len[s] = len + add;
+        }
+    }
+    free(snap), free(kd), free(vd), free(kin), free(vin);
+    return ok;
+}
+
+/* One random program; returns 1 when every step held. */
+static int sm_program(const char *name, attn_dtype dt, int64_t P, int64_t pages, int64_t nseq, int64_t H, int64_t g,
+                      int64_t E, int64_t Ev, int64_t max_length, int head_major, int64_t steps) {
+    smodel m;
+    char why[1024] = "";
+    if (!sm_init(&m, dt, P, pages, nseq, H, E, Ev, max_length, head_major)) {
+        check(0, name, "init failed");
+        return 0;
+    }
+    stats st = {0};
+    int ok = 1;
+    int64_t step;
+    for (step = 0; step < steps && ok; step++) {
+        int op = (int)rnd_below(14);
+        attn_error err;
+        int64_t live[SM], nl = 0;
+        for (int s = 0; s < nseq; s++)
+            if (m.live[s]) live[nl++] = s;
+        unsigned char *snap = malloc(m.bytes);
+        memcpy(snap, m.mem, m.bytes);
+        if (op == 0 || nl == 0) { /* create */
+            int64_t s = -7;
+            attn_status got = attn_kv_pages_create(m.pool, &s, &err);
+            if (m.nids == 0) ok = expect_fail(&m, snap, got, ATTN_ERR_FULL, "create with every id alive", &err, why, sizeof why), st.errs++;
+            else if (got || s != m.ids[m.nids - 1]) ok = 0, snprintf(why, sizeof why, "create gave %lld (%d), model %lld", (long long)s, got, (long long)m.ids[m.nids - 1]);
+            else m.nids--, m.live[s] = 1, m.len[s] = 0;
+        } else if (op == 1 || op == 2) { /* fork, now and then of a dead parent */
+            int64_t parent = live[rnd_below(nl)], child = -7;
+            int dead = rnd_below(8) == 0;
+            if (dead) {
+                parent = -1;
+                for (int s = 0; s < nseq; s++)
+                    if (!m.live[s]) parent = s;
+                if (parent < 0) parent = nseq + (int64_t)rnd_below(3);
+            }
+            attn_status got = attn_kv_pages_fork(m.pool, &child, parent, &err);
+            if (dead) ok = expect_fail(&m, snap, got, ATTN_ERR_ARGUMENT, "fork of a dead parent", &err, why, sizeof why), st.errs++;
+            else if (m.nids == 0) ok = expect_fail(&m, snap, got, ATTN_ERR_FULL, "fork with every id alive", &err, why, sizeof why), st.errs++;
+            else if (got || child != m.ids[m.nids - 1]) ok = 0, snprintf(why, sizeof why, "fork gave %lld (%d: %s)", (long long)child, got, got ? err.message : "");
+            else {
+                int c = (int)child;
+                m.nids--, m.live[c] = 1, m.len[c] = m.len[parent];
+                for (int64_t e = 0; e < pages_of(m.len[c], P); e++) m.tab[c][e] = m.tab[parent][e], m.refs[m.tab[c][e]]++;
+                sm_reserve(&m, c, m.len[c]);
+                if (m.len[c]) {
+                    memcpy(m.k[c], m.k[parent], (size_t)(m.len[c] * H * E) * 8);
+                    memcpy(m.v[c], m.v[parent], (size_t)(m.len[c] * H * Ev) * 8);
+                }
+            }
+        } else if (op <= 6) {
+            ok = sm_append(&m, &st, why, sizeof why);
+        } else if (op <= 8) { /* truncate, now and then past the end or below 0 */
+            int s = (int)live[rnd_below(nl)];
+            int bad = rnd_below(8) == 0;
+            int64_t to = bad ? (rnd() & 1 ? m.len[s] + 1 : -1) : rnd_below(m.len[s] + 1);
+            if (!bad && (rnd() & 1)) to = m.len[s] / P * P; /* a page boundary */
+            attn_status got = attn_kv_pages_truncate(m.pool, s, to, &err);
+            if (bad) ok = expect_fail(&m, snap, got, ATTN_ERR_ARGUMENT, "truncate out of range", &err, why, sizeof why), st.errs++;
+            else if (got) ok = 0, snprintf(why, sizeof why, "truncate: %s", err.message);
+            else mrelease(&m, s, pages_of(to, P), pages_of(m.len[s], P)), m.len[s] = to;
+        } else if (op == 9) { /* free, now and then a dead one */
+            int s = (int)live[rnd_below(nl)];
+            int bad = rnd_below(6) == 0;
+            if (bad) {
+                s = -1;
+                for (int x = 0; x < nseq; x++)
+                    if (!m.live[x]) s = x;
+                attn_status got = attn_kv_pages_free(m.pool, s, &err);
+                ok = expect_fail(&m, snap, got, ATTN_ERR_ARGUMENT, "free of a dead id", &err, why, sizeof why), st.errs++;
+            } else if (attn_kv_pages_free(m.pool, s, &err)) {
+                ok = 0, snprintf(why, sizeof why, "free: %s", err.message);
+            } else {
+                mrelease(&m, s, 0, pages_of(m.len[s], P));
+                m.live[s] = 0, m.len[s] = 0, m.ids[m.nids++] = s;
+            }
+        } else {
+            ok = sm_attend(&m, g, &st, why, sizeof why);
+        }
+        free(snap);
+        if (ok) ok = sm_holds(&m, why, sizeof why, step % 4 == 0 || step == steps - 1);
+    }
+    for (int s = 0; s < nseq && ok; s++)
+        if (m.live[s] && attn_kv_pages_free(m.pool, s, NULL)) ok = 0, snprintf(why, sizeof why, "final free");
+    if (ok && attn_kv_pages_free_pages(m.pool) != pages) ok = 0, snprintf(why, sizeof why, "pages leaked");
+    if (ok && (!st.fulls || (!st.cow && pages > 1) || !st.attends || !st.errs))
+        ok = 0, snprintf(why, sizeof why, "weak program: fulls %lld cow %lld attends %lld errs %lld", (long long)st.fulls,
+                         (long long)st.cow, (long long)st.attends, (long long)st.errs);
+    char msg[1100];
+    snprintf(msg, sizeof msg, "step %lld: %s", (long long)step - 1, why);
+    check(ok, name, "%s", msg);
+    sm_free(&m);
+    return ok;
+}
+
+
+/* ---- caller's views: page sizes from 1, FlashInfer offsets, repeated pages, plans ---- */
+
+static double view_key(const attn_kv_paged_view *w, const double *kp, int64_t cols, const int32_t *t, int64_t j,
+                       int64_t h, int64_t e) {
+    int64_t P = w->page_size, page = t[j / P], part = w->head_major ? h * w->num_pages + page : page * w->heads + h;
+    return kp[(part * P + j % P) * cols + e];
+}
+
+static int view_round(int64_t round, char *why, size_t size) {
+    int64_t P = 1 + rnd_below(7), N = 1 + rnd_below(30), H = 1 + rnd_below(3), g = 1 + rnd_below(3), E = 1 + rnd_below(9),
+            Ev = 1 + rnd_below(9), n = rnd_below(6), Hq = H * g;
+    int hm = (int)(rnd() & 1), offs = (int)(rnd() & 1), causal = (int)(rnd() & 1);
+    double *kp = malloc((size_t)(N * H * P * E) * 8), *vp = malloc((size_t)(N * H * P * Ev) * 8);
+    double *kp2 = malloc((size_t)(N * H * P * E) * 8), *vp2 = malloc((size_t)(N * H * P * Ev) * 8);
+    int f32 = (int)(rnd() & 1); /* f32 pages and q: the fast kernels over pages of any size */
+    for (int64_t i = 0; i < N * H * P * E; i++) kp[i] = rnd_f64(), kp2[i] = rnd_f64();
+    for (int64_t i = 0; i < N * H * P * Ev; i++) vp[i] = rnd_f64(), vp2[i] = rnd_f64();
+    float *fk = malloc((size_t)(N * H * P * E) * 4), *fv = malloc((size_t)(N * H * P * Ev) * 4);
+    float *fk2 = malloc((size_t)(N * H * P * E) * 4), *fv2 = malloc((size_t)(N * H * P * Ev) * 4);
+    for (int64_t i = 0; i < N * H * P * E; i++) fk[i] = (float)kp[i], kp[i] = fk[i], fk2[i] = (float)kp2[i], kp2[i] = fk2[i];
+    for (int64_t i = 0; i < N * H * P * Ev; i++) fv[i] = (float)vp[i], vp[i] = fv[i], fv2[i] = (float)vp2[i], vp2[i] = fv2[i];
+    int64_t lengths[8], toff[9] = {0}, stride = 0;
+    for (int64_t i = 0; i < n; i++) {
+        lengths[i] = rnd_below(4) == 0 ? 0 : rnd_below(3 * P * 4 + 1);
+        if (lengths[i] / P + 1 > stride) stride = lengths[i] / P + 1;
+    }
+    stride += rnd_below(3);
+    toff[0] = rnd_below(3); /* FlashInfer's indptr may start past the table's first entry */
+    for (int64_t i = 0; i < n; i++) toff[i + 1] = toff[i] + pages_of(lengths[i], P) + rnd_below(3);
+    int64_t entries = offs ? toff[n] : n * stride;
+    int32_t *table = malloc((size_t)(entries + 1) * 4);
+    for (int64_t i = 0; i < entries; i++) table[i] = (int32_t)rnd_below(N); /* repeats allowed */
+    uint64_t gen = 5;
+    attn_kv_paged_view w = attn_kv_paged_view_default();
+    w.dtype = ATTN_F64, w.heads = H, w.key_dim = E, w.value_dim = Ev, w.page_size = P, w.num_pages = N;
+    if (f32) w.dtype = ATTN_F32;
+    w.k_pages = f32 ? (void *)fk : kp, w.v_pages = f32 ? (void *)fv : vp, w.num_sequences = n, w.lengths = lengths, w.page_table = table;
+    w.table_stride = offs ? 0 : stride, w.table_offsets = offs ? toff : NULL, w.head_major = hm, w.generation = &gen;
+    int64_t cu[9] = {0};
+    for (int64_t i = 0; i < n; i++) cu[i + 1] = cu[i] + rnd_below(lengths[i] + 3 < 12 ? lengths[i] + 3 : 12);
+    int64_t T = cu[n];
+    double *q = malloc((size_t)(T * Hq * E + 1) * 8), *out = malloc((size_t)(T * Hq * Ev + 1) * 8);
+    double *out2 = malloc((size_t)(T * Hq * Ev + 1) * 8), *lse = malloc((size_t)(T * Hq + 1) * 8);
+    double *lse2 = malloc((size_t)(T * Hq + 1) * 8);
+    for (int64_t i = 0; i < T * Hq * E; i++) q[i] = f32 ? (float)(2 * rnd_f64()) : 2 * rnd_f64();
+    float *fq = malloc((size_t)(T * Hq * E + 1) * 4), *fo = malloc((size_t)(T * Hq * Ev + 1) * 4);
+    float *fo2 = malloc((size_t)(T * Hq * Ev + 1) * 4), *fl = malloc((size_t)(T * Hq + 1) * 4);
+    float *fl2 = malloc((size_t)(T * Hq + 1) * 4);
+    for (int64_t i = 0; i < T * Hq * E; i++) fq[i] = (float)q[i];
+    int64_t qs[3] = {T, Hq, E}, os[3] = {T, Hq, Ev}, ls[2] = {T, Hq};
+    attn_tensor tq, to, tl, to2, tl2;
+    attn_dtype qd = f32 ? ATTN_F32 : ATTN_F64;
+    attn_tensor_init(&tq, f32 ? (void *)fq : q, qd, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, f32 ? (void *)fo : out, qd, 3, os, NULL, NULL);
+    attn_tensor_init(&tl, f32 ? (void *)fl : lse, qd, 2, ls, NULL, NULL);
+    attn_tensor_init(&to2, f32 ? (void *)fo2 : out2, qd, 3, os, NULL, NULL);
+    attn_tensor_init(&tl2, f32 ? (void *)fl2 : lse2, qd, 2, ls, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = causal ? ATTN_CAUSAL_BOTTOM_RIGHT : ATTN_CAUSAL_NONE;
+    attn_error err;
+    int ok = 1;
+    attn_status st = attn_kv_paged_attend(&to, &tl, &tq, cu, &w, NULL, &o, &err);
+    if (st) ok = 0, snprintf(why, size, "round %lld: attend (P %lld): %s", (long long)round, (long long)P, err.message);
+    /* the naive reference, per sequence through a small model */
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        const double *K = pass ? kp2 : kp, *V = pass ? vp2 : vp;
+        if (pass) { /* a plan of the view, run over a second layer's pages */
+            size_t pb, ws;
+            attn_sdpa_plan_bytes(&pb, n, NULL);
+            void *pm = malloc(pb);
+            attn_sdpa_plan *plan;
+            st = attn_kv_paged_plan_init(&plan, pm, pb, &ws, &to2, &tl2, &tq, cu, &w, NULL, &o, &err);
+            void *wsp = ws ? malloc(ws) : NULL;
+            const void *k2 = f32 ? (const void *)fk2 : kp2, *v2 = f32 ? (const void *)fv2 : vp2;
+            if (!st) st = attn_kv_paged_run(plan, &to2, &tl2, &tq, k2, v2, wsp, ws, &err);
+            if (st) {
+                ok = 0, snprintf(why, size, "round %lld: plan: %s", (long long)round, err.message);
+            } else { /* a moved counter refuses the plan; a layer of other lengths too */
+                gen++;
+                attn_status s2 = attn_kv_paged_run(plan, &to2, &tl2, &tq, k2, v2, wsp, ws, &err);
+                if (s2 != ATTN_ERR_PLAN) ok = 0, snprintf(why, size, "round %lld: stale plan ran: %d", (long long)round, s2);
+                gen--;
+                if (ok && n > 0) {
+                    int64_t l2[8];
+                    memcpy(l2, lengths, sizeof l2);
+                    l2[n - 1] = l2[n - 1] ? l2[n - 1] - 1 : 0;
+                    attn_kv_paged_view other = w;
+                    other.lengths = l2, other.generation = NULL, other.k_pages = k2, other.v_pages = v2;
+                    s2 = attn_kv_paged_run_view(plan, &to2, &tl2, &tq, &other, wsp, ws, &err);
+                    if (lengths[n - 1] && s2 != ATTN_ERR_PLAN)
+                        ok = 0, snprintf(why, size, "round %lld: a layer of other lengths ran: %d", (long long)round, s2);
+                }
+            }
+            free(wsp), free(pm);
+            if (!ok) break;
+        }
+        if (f32)
+            for (int64_t i = 0; i < T * Hq * Ev; i++) out[i] = fo[i], out2[i] = fo2[i];
+        if (f32)
+            for (int64_t i = 0; i < T * Hq; i++) lse[i] = fl[i], lse2[i] = fl2[i];
+        const double *O = pass ? out2 : out, *LS = pass ? lse2 : lse;
+        for (int64_t i = 0; i < n && ok; i++) {
+            int64_t S = lengths[i], L = cu[i + 1] - cu[i];
+            const int32_t *t = table + (offs ? toff[i] : i * stride);
+            attn_kv_paged_view wv = w;
+            wv.k_pages = K, wv.v_pages = V;
+            for (int64_t l = 0; l < L && ok; l++)
+                for (int64_t hq = 0; hq < Hq && ok; hq++) {
+                    int64_t hk = hq / g, lim = causal ? S - L + l : S - 1;
+                    const double *qv = q + ((cu[i] + l) * Hq + hq) * E;
+                    long double mx = -INFINITY, sum = 0, *p = malloc((size_t)(S + 1) * sizeof *p);
+                    for (int64_t j = 0; j <= lim && j < S; j++) {
+                        long double d = 0;
+                        for (int64_t e = 0; e < E; e++) d += (long double)qv[e] * view_key(&wv, K, E, t, j, hk, e);
+                        p[j] = d / sqrtl((long double)E);
+                        if (p[j] > mx) mx = p[j];
+                    }
+                    for (int64_t j = 0; j <= lim && j < S; j++) p[j] = expl(p[j] - mx), sum += p[j];
+                    for (int64_t c = 0; c < Ev && ok; c++) {
+                        long double acc = 0, aa = 0;
+                        for (int64_t j = 0; j <= lim && j < S; j++) {
+                            double x = view_key(&wv, V, Ev, t, j, hk, c);
+                            acc += p[j] * x, aa += p[j] * fabs(x);
+                        }
+                        double want = sum > 0 ? (double)(acc / sum) : 0, got = O[((cu[i] + l) * Hq + hq) * Ev + c];
+                        double tol = f32 ? 2e-5 * 1.0 + 2.0 * (double)(E + 6) * 0x1p-24 * 2.0 * (double)E / sqrt((double)E)
+                                         : 1e-12 * (sum > 0 ? (double)(aa / sum) : 0) + 1e-300;
+                        if (!(fabs(got - want) <= tol))
+                            ok = 0, snprintf(why, size, "round %lld pass %d (P %lld, N %lld, offsets %d, head_major %d): seq %lld "
+                                             "row %lld head %lld: %.17g vs %.17g", (long long)round, pass, (long long)P,
+                                             (long long)N, offs, hm, (long long)i, (long long)l, (long long)hq, got, want);
+                    }
+                    double wl = sum > 0 ? (double)(mx + logl(sum)) : -INFINITY, gl = LS[(cu[i] + l) * Hq + hq];
+                    double ltol = f32 ? (double)(E + 6) * 0x1p-24 * 2.0 * sqrt((double)E) + 2e-5 + 0x1p-23 * fabs(wl)
+                                      : 1e-12 * (fabs(wl) + 1);
+                    if (ok && (isinf(wl) ? gl != wl : !(fabs(gl - wl) <= ltol)))
+                        ok = 0, snprintf(why, size, "round %lld: lse %.17g vs %.17g", (long long)round, gl, wl);
+                    free(p);
+                }
+        }
+    }
+    free(fk), free(fv), free(fk2), free(fv2), free(fq), free(fo), free(fo2), free(fl), free(fl2);
+    free(kp), free(vp), free(kp2), free(vp2), free(table), free(q), free(out), free(out2), free(lse), free(lse2);
+    return ok;
+}
+
+static void views_stress(int64_t rounds) {
+    char why[1024] = "";
+    int ok = 1;
+    for (int64_t r = 0; r < rounds && ok; r++) ok = view_round(r, why, sizeof why);
+    check(ok, "caller_views_pages_of_1_to_7_positions_repeated_pages_plans_against_naive_sums", "%s", why);
+}
+
+
+/* ---- several caller threads attending disjoint sequences at once ---- */
+
+typedef struct job {
+    const attn_kv_pages *pool;
+    int64_t seqs[2], n, T, Hq, E, Ev;
+    int64_t cu[3];
+    float *q, *out, *lse;
+    attn_status st;
+} job;
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    int64_t qs[3] = {j->T, j->Hq, j->E}, os[3] = {j->T, j->Hq, j->Ev}, ls[2] = {j->T, j->Hq};
+    attn_tensor tq, to, tl;
+    attn_tensor_init(&tq, j->q, ATTN_F32, 3, qs, NULL, NULL);
+    attn_tensor_init(&to, j->out, ATTN_F32, 3, os, NULL, NULL);
+    attn_tensor_init(&tl, j->lse, ATTN_F32, 2, ls, NULL, NULL);
+    attn_context c = attn_context_default();
+    c.num_threads = 2;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    for (int rep = 0; rep < 20 && !j->st; rep++)
+        j->st = attn_kv_pages_attend(&to, &tl, &tq, j->cu, j->seqs, j->n, j->pool, NULL, &o, NULL);
+    return NULL;
+}
+
+static void threads_stress(void) {
+    smodel m;
+    enum { NT = 3 };
+    sm_init(&m, ATTN_F32, 16, 64, 6, 2, 8, 8, 0, 0);
+    attn_error err;
+    float *kv = malloc(200 * 2 * 8 * 4);
+    for (int i = 0; i < 200 * 2 * 8; i++) kv[i] = (float)rnd_f64();
+    for (int s = 0; s < 6; s++) {
+        int64_t id, cu[2] = {0, 20 + 25 * s}, ks[3] = {cu[1], 2, 8};
+        attn_tensor tk;
+        attn_tensor_init(&tk, kv, ATTN_F32, 3, ks, NULL, NULL);
+        if (s % 2 == 0) attn_kv_pages_create(m.pool, &id, &err);
+        else attn_kv_pages_fork(m.pool, &id, s - 1, &err); /* shared pages, read by two threads */
+        attn_kv_pages_append(m.pool, &id, 1, &tk, &tk, cu, &err);
+    }
+    job jobs[NT], solo[NT];
+    for (int t = 0; t < NT; t++) {
+        job *j = &jobs[t];
+        memset(j, 0, sizeof *j);
+        j->pool = m.pool, j->n = 2, j->seqs[0] = 2 * t, j->seqs[1] = 2 * t + 1;
+        j->Hq = 4, j->E = 8, j->Ev = 8, j->cu[1] = 1 + t, j->cu[2] = 1 + t + 9, j->T = j->cu[2];
+        j->q = malloc((size_t)(j->T * 4 * 8) * 4), j->out = malloc((size_t)(j->T * 4 * 8) * 4);
+        j->lse = malloc((size_t)(j->T * 4) * 4);
+        for (int64_t i = 0; i < j->T * 4 * 8; i++) j->q[i] = (float)rnd_f64();
+        solo[t] = *j;
+        solo[t].out = malloc((size_t)(j->T * 4 * 8) * 4), solo[t].lse = malloc((size_t)(j->T * 4) * 4);
+        run_job(&solo[t]);
+    }
+    pthread_t th[NT];
+    for (int t = 0; t < NT; t++) pthread_create(&th[t], NULL, run_job, &jobs[t]);
+    for (int t = 0; t < NT; t++) pthread_join(th[t], NULL);
+    int ok = 1;
+    for (int t = 0; t < NT; t++) {
+        ok &= jobs[t].st == ATTN_OK && solo[t].st == ATTN_OK;
+        ok &= memcmp(jobs[t].out, solo[t].out, (size_t)(jobs[t].T * 4 * 8) * 4) == 0;
+        ok &= memcmp(jobs[t].lse, solo[t].lse, (size_t)(jobs[t].T * 4) * 4) == 0;
+        free(jobs[t].q), free(jobs[t].out), free(jobs[t].lse), free(solo[t].out), free(solo[t].lse);
+    }
+    check(ok, "three_caller_threads_attend_disjoint_sequences_as_each_alone", "a thread's result differs from its run alone");
+    free(kv);
+    sm_free(&m);
+}
+
+
+
+/* The models' programs: f64 pools (the exact kernel) against the naive sums
+ * within 1e-12, f32, f16 and bf16 within f32's bound; page sizes that are
+ * and are not powers of two, a single page, max_length, GQA and MQA,
+ * head-major pages. Small pools, so that appends often find them full. */
+static void model_programs(int64_t steps) {
+    static const struct {
+        attn_dtype dt;
+        int64_t P, pages, nseq, H, g, E, Ev, max_length;
+        int head_major;
+        const char *name;
+    } C[] = {
+        {ATTN_F64, 16, 12, 5, 2, 2, 5, 3, 0, 0, "f64_page_16_gqa_2"},
+        {ATTN_F64, 17, 9, 6, 1, 3, 7, 4, 0, 1, "f64_page_17_mqa_3_head_major"},
+        {ATTN_F64, 16, 30, 7, 3, 1, 4, 6, 40, 0, "f64_page_16_max_length_40"},
+        {ATTN_F64, 256, 3, 4, 2, 2, 3, 2, 0, 0, "f64_page_256"},
+        {ATTN_F64, 16, 1, 3, 1, 1, 2, 2, 0, 0, "f64_one_page"},
+        {ATTN_F32, 16, 12, 5, 2, 2, 8, 4, 0, 0, "f32_page_16_gqa_2"},
+        {ATTN_F32, 31, 10, 6, 1, 4, 16, 16, 0, 1, "f32_page_31_head_major"},
+        {ATTN_F16, 16, 14, 5, 2, 1, 8, 8, 0, 0, "f16_page_16"},
+        {ATTN_BF16, 48, 8, 5, 2, 3, 6, 5, 100, 1, "bf16_page_48_max_length_100"},
+        {ATTN_E4M3, 16, 10, 5, 2, 2, 6, 5, 0, 0, "e4m3_page_16"},
+        {ATTN_Q8, 20, 10, 5, 1, 2, 32, 32, 0, 1, "q8_page_20_head_major"},
+        {ATTN_Q4_1, 16, 10, 5, 2, 1, 32, 64, 0, 0, "q4_1_page_16"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "model_%s_naive_sums_page_accounting_refusals_untouched", C[i].name);
+        sm_program(name, C[i].dt, C[i].P, C[i].pages, C[i].nseq, C[i].H, C[i].g, C[i].E, C[i].Ev, C[i].max_length,
+                   C[i].head_major, steps);
+    }
+}
+
 int main(void) {
     rng_state = test_seed(KV_PAGES_SEED) | 1; /* seed.h: other inputs under ATTN_TEST_SEED; xorshift's state is never 0 */
     setenv("ATTN_QDOT", "widen", 1); /* before any call: the widening path, bitwise f32 rows (see the top) */
@@ -2799,6 +3686,7 @@ int main(void) {
     test_long_decode(ATTN_F16, 24, 4, 40, 24, "long_forks_decode_kernel_equals_contiguous_f16_page_24_4_heads_tails");
     rng_state = saved;
     test_caller_pages();
+    test_view_repeats_its_one_page();
     test_out_over_descale();
     test_out_over_offsets();
     test_desc();
@@ -2850,5 +3738,9 @@ int main(void) {
     model_keys = 0, model_residual = 0, model_head_major = 0;
     test_head_major_view();
     test_plan_after_growth(0), test_plan_after_growth(ATTN_Q4C);
+    test_plan_after_pool_made_again();
+    model_programs(400);
+    views_stress(300);
+    threads_stress();
     return n_failed ? 1 : 0;
 }

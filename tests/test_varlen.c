@@ -1232,6 +1232,81 @@ static void test_half_q(attn_dtype h, const char *tag) {
     free_batch(&bt, c.B);
 }
 
+/* ---- f64 batches against the naive sum ----
+ *
+ * Everything above compares a batch with attn_sdpa on each sequence. Here
+ * random small batches (sequences without queries, without keys, or with
+ * more queries than keys; GQA; no causal mask, top-left and bottom-right)
+ * are checked against the definition itself, summed in long double: out
+ * within 1e-12 of each row's Σ p|v|, lse within 1e-12, and a row that sees
+ * no key out 0 and lse -inf. */
+
+/* 0 .. n - 1, and 0 for n <= 0 (below takes n >= 1). */
+static int64_t below1(int64_t n) { return n > 0 ? below(n) : 0; }
+
+static int varlen_round(int64_t round, char *why, size_t size) {
+    int64_t B = below1(6), H = 1 + below1(3), g = 1 + below1(3), Hq = H * g, E = 1 + below1(8), Ev = 1 + below1(8);
+    int causal = (int)below1(3); /* none, top-left, bottom-right */
+    int64_t cq[7] = {0}, ck[7] = {0};
+    for (int64_t b = 0; b < B; b++) cq[b + 1] = cq[b] + below1(4) * below1(6), ck[b + 1] = ck[b] + below1(4) * below1(9);
+    int64_t Tq = cq[B], Tk = ck[B];
+    double *q = malloc((size_t)(Tq * Hq * E + 1) * 8), *k = malloc((size_t)(Tk * H * E + 1) * 8);
+    double *v = malloc((size_t)(Tk * H * Ev + 1) * 8), *out = malloc((size_t)(Tq * Hq * Ev + 1) * 8);
+    double *lse = malloc((size_t)(Tq * Hq + 1) * 8);
+    for (int64_t i = 0; i < Tq * Hq * E; i++) q[i] = 2 * (2 * uniform() - 1);
+    for (int64_t i = 0; i < Tk * H * E; i++) k[i] = (2 * uniform() - 1);
+    for (int64_t i = 0; i < Tk * H * Ev; i++) v[i] = (2 * uniform() - 1);
+    int64_t qs[3] = {Tq, Hq, E}, ks[3] = {Tk, H, E}, vs[3] = {Tk, H, Ev}, os[3] = {Tq, Hq, Ev}, ls[2] = {Tq, Hq};
+    attn_tensor tq, tk, tv, to, tl;
+    attn_tensor_init(&tq, q, ATTN_F64, 3, qs, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F64, 3, ks, NULL, NULL);
+    attn_tensor_init(&tv, v, ATTN_F64, 3, vs, NULL, NULL), attn_tensor_init(&to, out, ATTN_F64, 3, os, NULL, NULL);
+    attn_tensor_init(&tl, lse, ATTN_F64, 2, ls, NULL, NULL);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.causal = causal == 0 ? ATTN_CAUSAL_NONE : causal == 1 ? ATTN_CAUSAL_TOP_LEFT : ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
+    int ok = 1;
+    attn_status st = attn_sdpa_varlen(&to, &tl, &tq, &tk, &tv, cq, ck, B, NULL, &o, &err);
+    if (st) ok = 0, snprintf(why, size, "round %lld: %s", (long long)round, err.message);
+    for (int64_t b = 0; b < B && ok; b++) {
+        int64_t L = cq[b + 1] - cq[b], S = ck[b + 1] - ck[b];
+        for (int64_t l = 0; l < L && ok; l++)
+            for (int64_t hq = 0; hq < Hq && ok; hq++) {
+                int64_t hk = hq / g, lim = causal == 0 ? S - 1 : causal == 1 ? l : S - L + l;
+                long double mx = -INFINITY, sum = 0, p[40]; /* S <= 3 · 8 keys */
+                for (int64_t j = 0; j <= lim && j < S; j++) {
+                    long double d = 0;
+                    for (int64_t e = 0; e < E; e++) d += (long double)q[((cq[b] + l) * Hq + hq) * E + e] * k[((ck[b] + j) * H + hk) * E + e];
+                    p[j] = d / sqrtl((long double)E);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int64_t j = 0; j <= lim && j < S; j++) p[j] = expl(p[j] - mx), sum += p[j];
+                for (int64_t c = 0; c < Ev && ok; c++) {
+                    long double acc = 0, aa = 0;
+                    for (int64_t j = 0; j <= lim && j < S; j++) {
+                        double x = v[((ck[b] + j) * H + hk) * Ev + c];
+                        acc += p[j] * x, aa += p[j] * fabs(x);
+                    }
+                    double want = sum > 0 ? (double)(acc / sum) : 0, got = out[((cq[b] + l) * Hq + hq) * Ev + c];
+                    if (!(fabs(got - want) <= 1e-12 * (sum > 0 ? (double)(aa / sum) : 0) + 1e-300))
+                        ok = 0, snprintf(why, size, "round %lld seq %lld (L %lld S %lld causal %d) row %lld: %.17g vs %.17g",
+                                         (long long)round, (long long)b, (long long)L, (long long)S, causal, (long long)l, got, want);
+                }
+                double wl = sum > 0 ? (double)(mx + logl(sum)) : -INFINITY, gl = lse[(cq[b] + l) * Hq + hq];
+                if (ok && (isinf(wl) ? gl != wl : !(fabs(gl - wl) <= 1e-12 * (fabs(wl) + 1))))
+                    ok = 0, snprintf(why, size, "round %lld seq %lld: lse %.17g vs %.17g", (long long)round, (long long)b, gl, wl);
+            }
+    }
+    free(q), free(k), free(v), free(out), free(lse);
+    return ok;
+}
+
+static void varlen_stress(int64_t rounds) {
+    char why[1024] = "";
+    int ok = 1;
+    for (int64_t r = 0; r < rounds && ok; r++) ok = varlen_round(r, why, sizeof why);
+    check(ok, "f64_random_batches_against_the_naive_sum", "%s", why);
+}
+
 int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     /* name, dtype, kv dtype, Hq, Hk, E, Ev, B, max_len, decode, causal, has_scale, alibi, sinks, rope, bf16,
@@ -1283,6 +1358,7 @@ int main(void) {
     test_backward_scratch_of_largest();
     test_backward_nothing_to_run();
     test_backward_broadcast_dout();
+    varlen_stress(300);
     attn_shutdown();
     return n_failed ? 1 : 0;
 }

@@ -31,6 +31,7 @@
  * bytes as they were. Nothing here allocates. */
 #include "base/base.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -53,6 +54,14 @@ struct attn_kv_pages {
 };
 
 static bool grouped(const attn_kv_pages *p) { return p->d.key_dtype != 0; }
+
+/* Pools made so far in this process: each pool's generation starts at
+ * that count times 2^32, past every earlier pool's. A pool made again in
+ * memory that held one (an engine's pool freed, and malloc handing the
+ * same memory back) would otherwise start at 0 again and, after as many
+ * changes as the old pool had seen, show a plan of the old pool the value
+ * it kept: the plan would run over the new sequences with the old lengths. */
+static atomic_uint_fast64_t pools_made;
 
 /* A sequence's length or page table has changed: a plan over the pool's
  * view is stale from now on. */
@@ -239,7 +248,7 @@ attn_status attn_kv_pages_init(attn_kv_pages **pool, void *memory, size_t bytes,
     p->k = (char *)(((uintptr_t)(at + l.k) + MEM_PAGE - 1) / MEM_PAGE * MEM_PAGE); /* within the region's room */
     p->v = (char *)(((uintptr_t)(at + l.v) + MEM_PAGE - 1) / MEM_PAGE * MEM_PAGE);
     p->k_scale = p->v_scale = NULL;
-    p->generation = 0;
+    p->generation = (uint64_t)atomic_fetch_add_explicit(&pools_made, 1, memory_order_relaxed) << 32;
     if (p->d.k_scale || p->d.v_scale) { /* copied: the caller's arrays may go; a missing one is all 1 */
         p->k_scale = (float *)(void *)(at + l.scales), p->v_scale = p->k_scale + p->d.heads;
         for (int64_t h = 0; h < p->d.heads; h++)

@@ -356,7 +356,10 @@ void attn_paged_rows_pool(attn_tensor *t, const attn_paged_rows *pg) {
         attn_tensor_init(t, (void *)pg->pages, ATTN_BOOL, 1, &n, NULL, NULL);
         return;
     }
-    if (pg->num_pages == 1 && pg->length > 0) { /* one page (a contiguous cache): the rows it holds, per head */
+    /* One page (a contiguous cache): the rows it holds, per head. A view's
+     * table may name its one page again and again, so a sequence longer
+     * than the page reads the whole page, as any other pool does. */
+    if (pg->num_pages == 1 && pg->length > 0 && pg->length <= pg->page_size) {
         int64_t shape[3] = {pg->heads, pg->length, row}, strides[3] = {pg->page_size * row, row, 1};
         attn_tensor_init(t, (void *)pg->pages, q ? ATTN_BOOL : pg->dtype, 3, shape, strides, NULL);
         return;
