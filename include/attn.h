@@ -29,8 +29,10 @@
  *     process for the tile state, arch_prctl(ARCH_REQ_XCOMP_PERM,
  *     XFEATURE_XTILEDATA), which then holds for the whole process, every
  *     thread's signal frames growing by the 8 KiB of tile data; refused, the
- *     AVX-512 kernels run and ATTN_VERBOSE says so), and the verbose flag
- *     (attn_set_verbose, ATTN_VERBOSE). ATTN_NUM_THREADS is read at every
+ *     AVX-512 kernels run and ATTN_VERBOSE says so), the verbose flag
+ *     (attn_set_verbose, ATTN_VERBOSE), and the count of KV page pools made
+ *     so far (attn_kv_pages_init starts each pool's generation counter past
+ *     the last pool's). ATTN_NUM_THREADS is read at every
  *     call that takes the default thread count, the other variables once
  *     (ATTN_VERBOSE again at attn_set_verbose(-1)). The first threaded call
  *     registers attn_shutdown with atexit and fork handlers with
@@ -2530,9 +2532,9 @@ typedef struct attn_kv_paged_view {
      * and free (create does not: a new sequence is empty, as the free id
      * was); a pool made again, in the same memory too, starts its counter
      * 2^32 past the start of the pool made before it, so that a plan of
-     * the old pool is refused there. A caller's own view may point it at a counter of its own,
-     * which must stay valid, as the page table must, while a plan of the
-     * view is used. */
+     * the old pool is refused there. A caller's own view may point it at a
+     * counter of its own, which must stay valid, as the page table must,
+     * while a plan of the view is used. */
     const uint64_t *generation;
 } attn_kv_paged_view;
 
