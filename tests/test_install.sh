@@ -68,6 +68,16 @@ version=$(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' include/attn.h)
     echo "FAIL soname_and_version: soname '$soname', libattn.so.0 -> '$(readlink "$prefix/lib/libattn.so.0")'"
 others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^attn_' | tr '\n' ' ')
 [ -z "$others" ] && echo "ok exports_only_attn_symbols" || echo "FAIL exports_only_attn_symbols: $others"
+# The static libraries too: a program linked with libattn.a shares one
+# namespace with every global the archive defines, hidden visibility or
+# not. The JSON writer's put and put_string clashed with a program's own
+# put ("multiple definition of `put'").
+for archive in "$prefix/lib/libattn.a"; do
+    [ -f "$archive" ] || continue
+    others=$(nm -g --defined-only "$archive" | awk 'NF == 3 {print $3}' | grep -v '^attn_' | sort -u | tr '\n' ' ')
+    [ -z "$others" ] && echo "ok $(basename "$archive" .a)_defines_only_attn_globals" ||
+        echo "FAIL $(basename "$archive" .a)_defines_only_attn_globals: $others"
+done
 banned=$(nm -D --undefined-only "$lib" | awk '{print $2}' | sed 's/@.*//' |
     grep -xE 'exit|_exit|_Exit|quick_exit|abort|__assert_fail|printf|vprintf|puts|putchar|perror|fputs|fputc|putc' |
     tr '\n' ' ')
