@@ -71,8 +71,9 @@ others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^attn_' | tr 
 # The static libraries too: a program linked with libattn.a shares one
 # namespace with every global the archive defines, hidden visibility or
 # not. The JSON writer's put and put_string clashed with a program's own
-# put ("multiple definition of `put'").
-for archive in "$prefix/lib/libattn.a"; do
+# put ("multiple definition of `put'"), and libattn-mpi.a's ring_open,
+# ring_wait, ring_add ... with a program's own ring buffer.
+for archive in "$prefix/lib/libattn.a" "$prefix/lib/libattn-mpi.a"; do
     [ -f "$archive" ] || continue
     others=$(nm -g --defined-only "$archive" | awk 'NF == 3 {print $3}' | grep -v '^attn_' | sort -u | tr '\n' ' ')
     [ -z "$others" ] && echo "ok $(basename "$archive" .a)_defines_only_attn_globals" ||
