@@ -168,9 +168,14 @@ $(BUILD)/libattn-mpi.a: $(MPI_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS)
+# attn-mpi's own headers (cli/mpi/*.h) are not in $(HEADERS): the library
+# never sees them, so an edit of one rebuilds attn-mpi's objects (and the
+# fuzzer's args_mpi.o) alone.
+MPI_CLI_HEADERS := $(wildcard cli/mpi/*.h)
+$(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS) $(MPI_CLI_HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -Icli -c $< -o $@
+$(BUILD)/fuzz/obj/cli/mpi/args_mpi.o: $(MPI_CLI_HEADERS)
 
 # The command reuses the plain command's output and error helpers (cli/util.c).
 $(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/obj/cli/text.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a

@@ -13,6 +13,10 @@
   fuzzer's header exactly the fuzzers that include it (the fuzzers track
   the headers their source includes). With nothing edited, `make -n`
   rebuilds none of them: no prerequisite is FORCE'd.
+- The same for the project's own headers: `make -n -W HEADER all bench`
+  must recompile every built object (and attn-bench) whose source includes
+  it, directly or through another header. attn-mpi's headers (cli/mpi/*.h)
+  were no prerequisite of anything, and an edit of one rebuilt nothing.
 
 Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check.
 """
@@ -129,6 +133,54 @@ def targets_of_all_fuzzers():
     return [t for src in sorted(glob.glob(os.path.join(ROOT, "tests", "fuzz", "fuzz_*.c"))) for t in targets_of(src)]
 
 
+# Where the build looks for a quoted include: beside the source, then -I's.
+INCLUDE_DIRS = ("include", "src", "cli")
+
+
+def includes_of(path, seen=None):
+    """The project headers path includes, directly or through another."""
+    seen = set() if seen is None else seen
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        names = re.findall(r'^\s*#\s*include "([^"]+)"', f.read(), re.M)
+    for name in names:
+        for d in (os.path.dirname(path),) + INCLUDE_DIRS:
+            h = os.path.normpath(os.path.join(d, name))
+            if os.path.exists(os.path.join(ROOT, h)):
+                if h not in seen:
+                    seen.add(h)
+                    includes_of(h, seen)
+                break
+    return seen
+
+
+def check_project_headers():
+    """Each built object, and attn-bench, rebuilt when a header its source includes is edited."""
+    sources = sorted(os.path.relpath(p, ROOT) for d in ("src", "cli", "mpi", "bench")
+                     for p in glob.glob(os.path.join(ROOT, d, "**", "*.c"), recursive=True))
+    outputs = {}  # source -> what compiling it writes (-o)
+    for src in sources:
+        out = os.path.join(BUILD, "attn-bench") if src.startswith("bench/") else \
+            os.path.join(BUILD, "obj", src[:-2] + ".o")
+        if os.path.exists(os.path.join(ROOT, out)):
+            outputs[src] = out
+    if not outputs:
+        return print("skip project_headers_rebuild_objects: nothing is built (make all bench)")
+    users = {}  # header -> the outputs of the sources that include it
+    for src, out in outputs.items():
+        for h in includes_of(src):
+            users.setdefault(h, set()).add(out)
+    missed = []
+    for h, outs in sorted(users.items()):
+        r = make(["-W", h, "all", "bench"])
+        written = set(re.findall(r"-o (\S+)", r.stdout))
+        lost = sorted(outs - written)
+        if r.returncode != 0 or lost:
+            missed.append("%s: %s" % (h, ", ".join(lost) if lost else "make -n fails (rc %d)" % r.returncode))
+    report("project_headers_rebuild_objects", "" if not missed else
+           "make -n -W HEADER all bench would not rebuild: " + "; ".join(missed[:6]))
+
+
 check_tls()
 check_headers()
+check_project_headers()
 sys.exit(1 if failed else 0)
