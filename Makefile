@@ -414,7 +414,10 @@ LDSO_CONF ?= /etc/ld.so.conf /etc/ld.so.conf.d/*.conf
 LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null && \
 	     cat $(LDSO_CONF) 2>/dev/null | grep -qxF "$(PREFIX)/lib"; then ldconfig; fi
 
-install: all
+# attn-bench is installed when it was built (`make bench`), and brought up
+# to date first: an old one, linked with an old libattn.a, was installed
+# beside the new attn that runs it.
+install: all $(wildcard $(BUILD)/attn-bench)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
 	if [ -x $(BUILD)/attn-bench ]; then install -m 755 $(BUILD)/attn-bench $(DESTDIR)$(PREFIX)/bin/; fi
