@@ -139,6 +139,7 @@ $(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(B
 $(BUILD)/asan/amx_emu/ukernel_amx.o: src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
+$(BUILD)/asan/obj/tests/test_amx.o: tests/amx/amx_emu.h
 $(BUILD)/asan/test_amx: $(BUILD)/asan/obj/tests/test_amx.o $(BUILD)/asan/amx_emu/ukernel_amx.o $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 TEST_BINS += $(if $(ISA_DEFS),$(BUILD)/tests/test_amx $(BUILD)/asan/test_amx)

@@ -8,8 +8,9 @@
   can use; 32 KiB of ours once took it all. PT_TLS's MemSiz, from
   `readelf -lW`, must stay under 1 KiB (none at all today).
 - A test is rebuilt when one of the tests' own headers changes
-  (tests/*.h, tests/fuzz/*.h): `make -n -W HEADER` (as if the header had
-  just been edited) must rebuild every built test that includes it, and a
+  (tests/*.h, tests/fuzz/*.h, tests/amx/*.h): `make -n -W HEADER` (as if
+  the header had just been edited) must rebuild every built test that
+  includes it (test_amx's ASan object missed its emulator's), and a
   fuzzer's header exactly the fuzzers that include it (the fuzzers track
   the headers their source includes). With nothing edited, `make -n`
   rebuilds none of them: no prerequisite is FORCE'd.
@@ -66,7 +67,8 @@ def make(args):
 
 def targets_of(source):
     """The built programs that compile tests/.../NAME.c: their paths, and the
-    output (-o) each one's compile writes (the program, or its object)."""
+    outputs (-o) of their build, the last one its source's compile (the
+    program, or its object)."""
     rel = os.path.relpath(source, ROOT)
     name = os.path.splitext(os.path.basename(rel))[0]
     found = []
@@ -80,19 +82,26 @@ def targets_of(source):
             candidates.append((os.path.join(BUILD, kind, name), os.path.join(BUILD, kind, "obj", "tests", name + ".o")))
     for program, obj in candidates:
         if os.path.exists(os.path.join(ROOT, program)):
-            found.append((program, [program] + ([obj] if obj else [])))
+            # an object only where the program is built from one (test_dlclose is not)
+            found.append((program, [program] + ([obj] if obj and os.path.exists(os.path.join(ROOT, obj)) else [])))
     return found
 
 
 def check_headers():
-    headers = sorted(glob.glob(os.path.join(ROOT, "tests", "*.h")) + glob.glob(os.path.join(ROOT, "tests", "fuzz", "*.h")))
+    headers = sorted(glob.glob(os.path.join(ROOT, "tests", "*.h")) + glob.glob(os.path.join(ROOT, "tests", "fuzz", "*.h")) +
+                     glob.glob(os.path.join(ROOT, "tests", "amx", "*.h")))
     sources = sorted(glob.glob(os.path.join(ROOT, "tests", "*.c")) + glob.glob(os.path.join(ROOT, "tests", "*", "*.c")))
     uses = {}  # header -> [(program, outputs)]
     for src in sources:
         with open(src, encoding="utf-8") as f:
-            included = set(re.findall(r'^#include "(?:\.\./)?([^"/]+\.h)"', f.read(), re.M))
+            text = f.read()
+        included = set(re.findall(r'^#include "(?:\.\./)?([^"/]+\.h)"', text, re.M))
+        # and by a path from the source's folder: test_amx.c's "amx/amx_emu.h"
+        paths = {os.path.normpath(os.path.join(os.path.dirname(src), name))
+                 for name in re.findall(r'^#include "([^"]+)"', text, re.M)}
         for h in headers:
-            if os.path.basename(h) in included and os.path.dirname(h) in (os.path.dirname(src), os.path.join(ROOT, "tests")):
+            if h in paths or (os.path.basename(h) in included and
+                              os.path.dirname(h) in (os.path.dirname(src), os.path.join(ROOT, "tests"))):
                 uses.setdefault(h, []).extend(targets_of(src))
     programs = sorted({p for ts in uses.values() for p, _ in ts})
     if not programs:
@@ -121,7 +130,9 @@ def check_headers():
         # including it shows; a test header: its tests (they rebuild on any of them).
         asked = sorted({p for p, _ in targets_of_all_fuzzers()} | {p for p, _ in ts}) if fuzz else [p for p, _ in ts]
         r = make(["-W", os.path.relpath(h, ROOT)] + asked)
-        missed = [p for p, outs in ts if not builds(r.stdout, outs)]
+        # its source compiled again (the object, for the ASan and TSan programs): a
+        # stale object relinked into its program passed
+        missed = [p for p, outs in ts if not builds(r.stdout, outs[-1:])]
         extra = sorted({p for p in asked if builds(r.stdout, [p])} - {p for p, _ in ts}) if fuzz else []
         report(name, "" if r.returncode == 0 and not missed and not extra else
                "make -n -W %s (rc %d) would %s" % (os.path.relpath(h, ROOT), r.returncode, "; ".join(
