@@ -139,6 +139,7 @@ $(BUILD)/tests/test_amx: tests/test_amx.c tests/amx/amx_emu.h $(AMX_EMU_OBJ) $(B
 $(BUILD)/asan/amx_emu/ukernel_amx.o: src/kernels/x86/ukernel_amx.c $(HEADERS) tests/amx/amx_emu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O1 $(SAN_FLAGS) -include tests/amx/amx_emu.h -DATTN_AMX_HELPERS=attn_bf16_emulated -c $< -o $@
+$(BUILD)/asan/obj/tests/test_amx.o: tests/amx/amx_emu.h
 $(BUILD)/asan/test_amx: $(BUILD)/asan/obj/tests/test_amx.o $(BUILD)/asan/amx_emu/ukernel_amx.o $(LIB_SRC:%.c=$(BUILD)/asan/obj/%.o)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LIBS)
 TEST_BINS += $(if $(ISA_DEFS),$(BUILD)/tests/test_amx $(BUILD)/asan/test_amx)
@@ -168,9 +169,14 @@ $(BUILD)/libattn-mpi.a: $(MPI_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS)
+# attn-mpi's own headers (cli/mpi/*.h) are not in $(HEADERS): the library
+# never sees them, so an edit of one rebuilds attn-mpi's objects (and the
+# fuzzer's args_mpi.o) alone.
+MPI_CLI_HEADERS := $(wildcard cli/mpi/*.h)
+$(BUILD)/obj/cli/mpi/%.o: cli/mpi/%.c include/attn_mpi.h $(HEADERS) $(MPI_CLI_HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -Icli -c $< -o $@
+$(BUILD)/fuzz/obj/cli/mpi/args_mpi.o: $(MPI_CLI_HEADERS)
 
 # The command reuses the plain command's output and error helpers (cli/util.c).
 $(BUILD)/attn-mpi: $(MPI_CLI) $(BUILD)/obj/cli/util.o $(BUILD)/obj/cli/text.o $(BUILD)/libattn-mpi.a $(BUILD)/libattn.a
@@ -409,7 +415,10 @@ LDSO_CONF ?= /etc/ld.so.conf /etc/ld.so.conf.d/*.conf
 LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null && \
 	     cat $(LDSO_CONF) 2>/dev/null | grep -qxF "$(PREFIX)/lib"; then ldconfig; fi
 
-install: all
+# attn-bench is installed when it was built (`make bench`), and brought up
+# to date first: an old one, linked with an old libattn.a, was installed
+# beside the new attn that runs it.
+install: all $(wildcard $(BUILD)/attn-bench)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/attn $(DESTDIR)$(PREFIX)/bin/attn
 	if [ -x $(BUILD)/attn-bench ]; then install -m 755 $(BUILD)/attn-bench $(DESTDIR)$(PREFIX)/bin/; fi

@@ -49,15 +49,24 @@ void tab_print(text_table *t) {
 }
 
 const char *json_text(const char *s, char *buf, size_t size) {
-    size_t n = 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    size_t n = 0, left = strlen(s);
+    const unsigned char *p = (const unsigned char *)s;
+    while (left) {
+        uint32_t cp;
+        int k = cli_utf8_char(p, left, &cp);
         char esc[8];
-        int len = c == '"' || c == '\\' ? snprintf(esc, sizeof esc, "\\%c", c)
-                  : c < 0x20          ? snprintf(esc, sizeof esc, "\\u%04x", c)
-                                      : snprintf(esc, sizeof esc, "%c", c);
-        if (n + (size_t)len + 1 > size) break; /* whole escapes only: never half of one */
+        int len;
+        /* A byte that starts no UTF-8 character (a Latin-1 directory name, a
+         * name cut short mid-character) is U+FFFD: JSON text is UTF-8, and
+         * such a report was no JSON to a reader that decodes it. */
+        if (!k) len = snprintf(esc, sizeof esc, "\\ufffd");
+        else if (*p == '"' || *p == '\\') len = snprintf(esc, sizeof esc, "\\%c", *p);
+        else if (*p < 0x20) len = snprintf(esc, sizeof esc, "\\u%04x", *p);
+        else memcpy(esc, p, (size_t)k), len = k;
+        if (n + (size_t)len + 1 > size) break; /* whole escapes and characters only: never half of one */
         memcpy(buf + n, esc, (size_t)len), n += (size_t)len;
+        k = k ? k : 1;
+        p += k, left -= (size_t)k;
     }
     if (size) buf[n < size ? n : size - 1] = 0;
     return buf;

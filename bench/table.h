@@ -21,9 +21,10 @@ void tab_cell(text_table *t, const char *fmt, ...) __attribute__((format(printf,
 void tab_print(text_table *t);
 
 /* s as the inside of a JSON string, in buf (size bytes, cut short to fit):
- * '"' and '\' escaped, control characters as \u00XX. Returns buf. The
- * CPU's name, a directory and a kernel's name went into the JSON as they
- * were, and a quote in any of them broke the report. */
+ * '"' and '\' escaped, control characters as \u00XX, each byte that
+ * starts no UTF-8 character as \ufffd; cut between characters. Returns
+ * buf. The CPU's name, a directory and a kernel's name went into the JSON
+ * as they were, and a quote in any of them broke the report. */
 const char *json_text(const char *s, char *buf, size_t size);
 
 #endif /* ATTN_BENCH_TABLE_H */

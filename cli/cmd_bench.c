@@ -14,9 +14,14 @@
 static const cli_setting BENCH_SETTINGS[] = {{"--mpi", NULL, false, 0}, {NULL, NULL, false, 0}};
 
 int cmd_bench(int argc, char **argv, const char *self) {
-    char path[4096];
+    char path[4096], exe[4096];
     int code = cli_check_repeats(argc, argv, BENCH_SETTINGS);
     if (code) return code;
+    /* Beside the attn that runs, where Linux names it: through a symbolic
+     * link to attn (~/bin/attn, say) the program was looked for beside the
+     * link, or on PATH, and not found. */
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0 && len < (ssize_t)sizeof exe - 1) exe[len] = '\0', self = exe;
     const char *slash = strrchr(self, '/');
     int dir = slash ? (int)(slash - self) + 1 : 0, mpi = 0;
     for (int i = 1; i < argc; i++) mpi |= strcmp(argv[i], "--mpi") == 0;

@@ -60,14 +60,14 @@ static void step(ring *R, bwd *b, const char *kv, char *g, int src, MPI_Request 
         attn_tensor la = ring_rows(b->lse, dout, qrow, n), da = ring_rows(b->dout, dout, qrow, n);
         attn_tensor acc = ring_rows(&b->dq_acc, dq, qrow, n);
         for (int p = 0; p < ks.count; krow += ks.length[p], p++) {
-            if (*st || ring_piece_hidden(R, &ks, a, p)) continue;
+            if (*st || attn_ring_piece_hidden(R, &ks, a, p)) continue;
             double t0 = MPI_Wtime();
             int64_t m = ks.length[p];
             attn_tensor kb = ring_rows(&t[0], dk, krow, m), vb = ring_rows(&t[1], dv, krow, m), mask;
             attn_tensor pq = ring_block(b->piece, b->gt, b->q, dq, n);
             attn_tensor pk = ring_block(b->piece + ring_bytes(b->gt, b->q, dq, n), b->gt, b->k, dk, m);
             attn_tensor pv = ring_block((char *)pk.data + ring_bytes(b->gt, b->k, dk, m), b->gt, b->v, dv, m);
-            attn_sdpa_options o = ring_piece_options(R, &ks, a, p, &mask);
+            attn_sdpa_options o = attn_ring_piece_options(R, &ks, a, p, &mask);
             /* A piece of some of the row's keys takes its softmax from the
              * whole's lse, which holds the sink already; one holding every
              * key (one contiguous rank) is differentiated as a whole call,
@@ -76,14 +76,14 @@ static void step(ring *R, bwd *b, const char *kv, char *g, int src, MPI_Request 
             *st = attn_sdpa_backward(&pq, b->want_kv ? &pk : NULL, b->want_kv ? &pv : NULL, NULL, &da, &qa, &kb, &vb, &oa,
                                      &la, &o, err);
             if (!*st) {
-                ring_add(&acc, &pq);
+                attn_ring_add(&acc, &pq);
                 if (b->want_kv) {
                     attn_tensor gk = ring_rows(&t[2], dk, krow, m), gv = ring_rows(&t[3], dv, krow, m);
-                    ring_add(&gk, &pk), ring_add(&gv, &pv);
+                    attn_ring_add(&gk, &pk), attn_ring_add(&gv, &pv);
                 }
             }
             R->stats.compute_s += MPI_Wtime() - t0;
-            ring_progress(req, nreq);
+            attn_ring_progress(req, nreq);
         }
     }
 }
@@ -99,11 +99,11 @@ static bool exchange(ring *R, MPI_Request req[2], char *from, int64_t bytes, cha
 static attn_status run(ring *R, bwd *b, attn_error *err) {
     attn_tensor own[4];
     shard_views(own, b, b->kv[0], b->g[0], b->k->shape[b->k->rank - 2]);
-    attn_status st = ring_copy(&own[0], b->k, err), local = ATTN_OK;
-    if (!st) st = ring_copy(&own[1], b->v, err);
+    attn_status st = attn_ring_copy(&own[0], b->k, err), local = ATTN_OK;
+    if (!st) st = attn_ring_copy(&own[1], b->v, err);
     if (st) return st;
     memset(b->g[0], 0, (size_t)b->g_max);
-    ring_fill(&b->dq_acc, 0);
+    attn_ring_fill(&b->dq_acc, 0);
     for (int t = 0; t < R->size; t++) {
         int src = (R->rank - t + R->size) % R->size, nreq = 0;
         attn_mpi_shard ks;
@@ -123,7 +123,7 @@ static attn_status run(ring *R, bwd *b, attn_error *err) {
                 return ring_fail(err, ATTN_ERR_COMM, "cannot post the gradients' messages (step %d)", t);
             nreq += 2;
         }
-        if (nreq && (st = ring_wait(R, req, nreq, R->left, err))) return st;
+        if (nreq && (st = attn_ring_wait(R, req, nreq, R->left, err))) return st;
     }
     return local;
 }
@@ -147,7 +147,7 @@ static attn_status plan(ring *R, bwd *b, attn_tensor *const g[3], const attn_ten
                         attn_error *err) {
     int rank;
     int64_t shape[ATTN_MAX_RANK];
-    attn_status st = ring_check(R, &rank, shape, q, k, v, err);
+    attn_status st = attn_ring_check(R, &rank, shape, q, k, v, err);
     if (st) return st;
     if (!dout || !out || !lse) return ring_fail(err, ATTN_ERR_NULL, "dout, out and lse (the forward's) must not be NULL");
     if (!g[0] && !g[1] && !g[2]) return ring_fail(err, ATTN_ERR_NULL, "dq, dk and dv are all NULL; ask for one at least");
@@ -163,7 +163,7 @@ static attn_status plan(ring *R, bwd *b, attn_tensor *const g[3], const attn_ten
         if (g[i] && (st = check_like(g[i], NAMES[i], likes[i], likes[i]->rank, q->dtype, true, err))) return st;
     static const char *const ALL[9] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out", "lse"};
     const attn_tensor *ins[6] = {dout, q, k, v, out, lse};
-    if ((st = ring_check_outputs((const attn_tensor *const *)g, 3, ins, 6, ALL, err))) return st;
+    if ((st = attn_ring_check_outputs((const attn_tensor *const *)g, 3, ins, 6, ALL, err))) return st;
     b->q = q, b->k = k, b->v = v, b->out = out, b->lse = lse, b->dout = dout, b->gt = q->dtype;
     b->want_kv = g[1] || g[2];
     if (R->empty) return ATTN_OK; /* no ring, no buffers: local() */
@@ -192,9 +192,9 @@ static attn_status plan(ring *R, bwd *b, attn_tensor *const g[3], const attn_ten
 static attn_status write_out(const ring *R, bwd *b, attn_tensor *const g[3], attn_error *err) {
     attn_tensor home[4];
     shard_views(home, b, NULL, b->g[R->size % 2], b->k->shape[b->k->rank - 2]);
-    attn_status st = g[0] ? ring_copy(g[0], &b->dq_acc, err) : ATTN_OK;
-    if (!st && g[1]) st = ring_copy(g[1], &home[2], err);
-    if (!st && g[2]) st = ring_copy(g[2], &home[3], err);
+    attn_status st = g[0] ? attn_ring_copy(g[0], &b->dq_acc, err) : ATTN_OK;
+    if (!st && g[1]) st = attn_ring_copy(g[1], &home[2], err);
+    if (!st && g[2]) st = attn_ring_copy(g[2], &home[3], err);
     return st;
 }
 
@@ -206,7 +206,7 @@ static attn_status local(const ring *R, attn_tensor *const g[3], const attn_tens
                          const attn_tensor *k, const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
                          attn_error *err) {
     attn_tensor mask;
-    attn_sdpa_options o = ring_local_options(R, k->shape[k->rank - 2], &mask);
+    attn_sdpa_options o = attn_ring_local_options(R, k->shape[k->rank - 2], &mask);
     return attn_sdpa_backward(g[0], g[1], g[2], NULL, dout, q, k, v, out, lse, &o, err);
 }
 
@@ -219,15 +219,15 @@ attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *
     memset(&b, 0, sizeof b);
     attn_error own;
     if (!err) err = &own; /* the ranks share the first failing rank's message */
-    attn_status st = ring_start(&R, comm, options, q, k, v, dk || dv, err);
+    attn_status st = attn_ring_start(&R, comm, options, q, k, v, dk || dv, err);
     if (R.comm == MPI_COMM_NULL) return st;
     attn_tensor *const g[3] = {dq, dk, dv};
-    if (!st) st = ring_agree(&R, plan(&R, &b, g, dout, q, k, v, out, lse, err), err); /* all ranks go on, or none */
-    if (!st && R.empty) st = ring_agree(&R, local(&R, g, dout, q, k, v, out, lse, err), err);
-    else if (!st) st = ring_agree(&R, run(&R, &b, err), err);
+    if (!st) st = attn_ring_agree(&R, plan(&R, &b, g, dout, q, k, v, out, lse, err), err); /* all ranks go on, or none */
+    if (!st && R.empty) st = attn_ring_agree(&R, local(&R, g, dout, q, k, v, out, lse, err), err);
+    else if (!st) st = attn_ring_agree(&R, run(&R, &b, err), err);
     if (!st && !R.empty) st = write_out(&R, &b, g, err);
     for (int i = 0; i < 2; i++) free(b.kv[i]), free(b.g[i]);
     free(b.piece), free(b.dq_acc.data);
-    ring_close(&R);
+    attn_ring_close(&R);
     return st;
 }

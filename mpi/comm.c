@@ -21,7 +21,7 @@ static attn_status mpi_fail(attn_error *err, int code, const char *what, int pee
     return ring_fail(err, ATTN_ERR_COMM, "%s (rank %d): %s", what, peer, text);
 }
 
-void ring_progress(MPI_Request *req, int n) {
+void attn_ring_progress(MPI_Request *req, int n) {
     int done;
     MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
 }
@@ -48,17 +48,17 @@ static attn_status wait_for(MPI_Request *req, int n, double timeout, int peer, d
     return ATTN_OK;
 }
 
-attn_status ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
+attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
     return wait_for(req, n, R->timeout, peer, &R->stats.wait_s, err);
 }
 
-uint64_t ring_digest(uint64_t h, const void *bytes, size_t n) {
+uint64_t attn_ring_digest(uint64_t h, const void *bytes, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)bytes)[i]) * 1099511628211ull; /* FNV-1a */
     return h;
 }
 
 int64_t attn_mpi_digest(const void *bytes, size_t n) {
-    return (int64_t)ring_digest(RING_DIGEST_START, bytes, n);
+    return (int64_t)attn_ring_digest(RING_DIGEST_START, bytes, n);
 }
 
 /* How value v reads in an error: "A on some ranks, B on others" for its
@@ -142,7 +142,7 @@ attn_status attn_mpi_same(MPI_Comm comm, const attn_mpi_value *values, int n, do
 }
 
 /* The caller's options into R. A wrong struct_size or timeout is this
- * rank's own error, agreed once the ring is open (ring_start): the ranks
+ * rank's own error, agreed once the ring is open (attn_ring_start): the ranks
  * whose options are right wait for the others there, not until their
  * timeout. Meanwhile the defaults stand in (60 s to agree within). */
 static attn_status read_options(ring *R, const attn_mpi_options *options, attn_error *err) {
@@ -158,7 +158,7 @@ static attn_status read_options(ring *R, const attn_mpi_options *options, attn_e
                                "start from attn_sdpa_options_default()", err);
 }
 
-attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err) {
+attn_status attn_ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err) {
     memset(R, 0, sizeof *R);
     R->comm = MPI_COMM_NULL;
     attn_error own;
@@ -174,7 +174,7 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot duplicate the communicator", -1);
     MPI_Comm_rank(comm, &R->rank), MPI_Comm_size(comm, &R->size);
     R->left = (R->rank + R->size - 1) % R->size, R->right = (R->rank + 1) % R->size;
-    st = ring_wait(R, &req, 1, R->left, err);
+    st = attn_ring_wait(R, &req, 1, R->left, err);
     if (st) { /* a duplicate never finished is not ours to free */
         R->comm = MPI_COMM_NULL;
         return st;
@@ -184,20 +184,20 @@ attn_status ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, a
     return bad;
 }
 
-void ring_close(ring *R) {
+void attn_ring_close(ring *R) {
     if (R->comm == MPI_COMM_NULL) return; /* never opened (or MPI never started) */
     R->stats.total_s = MPI_Wtime() - R->stats.total_s;
     if (R->stats_out) *R->stats_out = R->stats;
     MPI_Comm_free(&R->comm);
 }
 
-attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
+attn_status attn_ring_agree(ring *R, attn_status st, attn_error *err) {
     if (st == ATTN_ERR_COMM) return st; /* the ring is broken: the others learn it from their own waits */
     int mine = st ? R->rank : R->size, first = R->size;
     MPI_Request req;
     int rc = MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot agree on the call's status", R->rank);
-    attn_status wst = ring_wait(R, &req, 1, R->left, err);
+    attn_status wst = attn_ring_wait(R, &req, 1, R->left, err);
     if (wst) return wst;
     if (first == R->size) return ATTN_OK;
     struct { int status; char message[ATTN_ERROR_MESSAGE_SIZE]; } what;
@@ -205,7 +205,7 @@ attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
     if (R->rank == first) what.status = (int)st, memcpy(what.message, err->message, sizeof what.message);
     rc = MPI_Ibcast(&what, (int)sizeof what, MPI_BYTE, first, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot share an error", first);
-    if ((wst = ring_wait(R, &req, 1, first, err))) return wst;
+    if ((wst = attn_ring_wait(R, &req, 1, first, err))) return wst;
     what.message[sizeof what.message - 1] = 0;
     /* The first failing rank's error as it is, there and where this rank
      * failed alike (an error the ranks already agreed on, the same
@@ -214,12 +214,12 @@ attn_status ring_agree(ring *R, attn_status st, attn_error *err) {
     return ring_fail(err, (attn_status)what.status, "rank %d: %s", first, what.message);
 }
 
-attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, attn_error *err) {
+attn_status attn_ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, attn_error *err) {
     int64_t mine[2] = {Lr, Sr}, sum[2] = {0, 0};
     MPI_Request req;
     int rc = MPI_Iallreduce(mine, sum, 2, MPI_INT64_T, MPI_SUM, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot sum the shards' lengths", R->rank);
-    attn_status st = ring_wait(R, &req, 1, R->left, err);
+    attn_status st = attn_ring_wait(R, &req, 1, R->left, err);
     if (st) return st;
     R->L = sum[0], R->S = sum[1];
     attn_mpi_shard ks;
@@ -244,19 +244,19 @@ attn_status ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, attn_
     return ATTN_OK;
 }
 
-attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
-                       const attn_tensor *k, const attn_tensor *v, int kv_grads, attn_error *err) {
-    attn_status st = ring_open(R, comm, options, err);
+attn_status attn_ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, int kv_grads, attn_error *err) {
+    attn_status st = attn_ring_open(R, comm, options, err);
     if (R->comm == MPI_COMM_NULL) {
-        ring_close(R);
+        attn_ring_close(R);
         return st;
     }
     /* Options wrong on some ranks: every rank returns that error. */
-    if ((st = ring_agree(R, st, err))) return st;
+    if ((st = attn_ring_agree(R, st, err))) return st;
     /* Before anything is sized by them: a rank that alone has other heads,
      * dimensions or options would get a wrong answer, or wait for messages
      * of the wrong size. */
-    if ((st = ring_same(R, q, k, v, kv_grads, err))) return st;
+    if ((st = attn_ring_same(R, q, k, v, kv_grads, err))) return st;
     /* Alike on every rank now: q, k and v given or not, and their ranks.
      * Said as attn_sdpa says them, before their rows are summed: else no
      * rows at all would read as a sequence too short for the ranks. */
@@ -268,9 +268,9 @@ attn_status ring_start(ring *R, MPI_Comm comm, const attn_mpi_options *options, 
             return ring_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", NAMES[i], t[i]->rank,
                              ATTN_MAX_RANK);
     }
-    bool batch_zero = false; /* any 0 but the rows': alike on every rank (ring_same) */
+    bool batch_zero = false; /* any 0 but the rows': alike on every rank (attn_ring_same) */
     for (int i = 0; i < 3; i++)
         for (int d = 0; d < t[i]->rank; d++) batch_zero |= d != t[i]->rank - 2 && t[i]->shape[d] == 0;
     /* A rank whose rows are not its shard's fails alone: agreed here. */
-    return ring_agree(R, ring_lengths(R, q->shape[q->rank - 2], k->shape[k->rank - 2], batch_zero, err), err);
+    return attn_ring_agree(R, attn_ring_lengths(R, q->shape[q->rank - 2], k->shape[k->rank - 2], batch_zero, err), err);
 }

@@ -46,11 +46,11 @@ static void step(ring *R, fwd *f, const char *buf, int src, bool first, MPI_Requ
         int64_t krow = 0;
         for (int b = 0; b < ks.count; krow += ks.length[b], b++) {
             bool sink_here = first && b == 0 && R->so.sinks;
-            if (*st || (!sink_here && ring_piece_hidden(R, &ks, a, b))) continue;
+            if (*st || (!sink_here && attn_ring_piece_hidden(R, &ks, a, b))) continue;
             double t0 = MPI_Wtime();
             attn_tensor mask, qa = ring_rows(f->q, dq, qrow, R->qs.length[a]);
             attn_tensor kb = ring_rows(&k, dk, krow, ks.length[b]), vb = ring_rows(&v, dv, krow, ks.length[b]);
-            attn_sdpa_options o = ring_piece_options(R, &ks, a, b, &mask);
+            attn_sdpa_options o = attn_ring_piece_options(R, &ks, a, b, &mask);
             if (!sink_here) o.sinks = NULL;
             attn_tensor acc = ring_rows(&f->out, dout, qrow, R->qs.length[a]);
             attn_tensor accl = ring_rows(&f->lse, dout, qrow, R->qs.length[a]);
@@ -61,7 +61,7 @@ static void step(ring *R, fwd *f, const char *buf, int src, bool first, MPI_Requ
             if ((*st = attn_sdpa(&po, &pl, NULL, &qa, &kb, &vb, &o, err)) == ATTN_OK) /* a NaN row stays NaN */
                 *st = attn_sdpa_merge(&acc, &accl, outs, lses, 2, err);
             R->stats.compute_s += MPI_Wtime() - t0;
-            ring_progress(req, nreq); /* move the messages along between pieces */
+            attn_ring_progress(req, nreq); /* move the messages along between pieces */
         }
     }
 }
@@ -71,10 +71,10 @@ static attn_status run(ring *R, fwd *f, attn_error *err) {
     int dk = f->k->rank - 2, dv = f->v->rank - 2;
     attn_tensor k0, v0; /* this rank's own shard, packed into the first buffer */
     shard_tensors(&k0, &v0, f, f->buf[0], f->k->shape[dk]);
-    attn_status st = ring_copy(&k0, f->k, err), local = ATTN_OK;
-    if (!st) st = ring_copy(&v0, f->v, err);
+    attn_status st = attn_ring_copy(&k0, f->k, err), local = ATTN_OK;
+    if (!st) st = attn_ring_copy(&v0, f->v, err);
     if (st) return st;
-    ring_fill(&f->out, 0), ring_fill(&f->lse, -INFINITY);
+    attn_ring_fill(&f->out, 0), attn_ring_fill(&f->lse, -INFINITY);
     for (int t = 0; t < R->size; t++) {
         int src = (R->rank - t + R->size) % R->size, nreq = 0;
         attn_mpi_shard ks;
@@ -89,7 +89,7 @@ static attn_status run(ring *R, fwd *f, attn_error *err) {
             nreq = 2, R->stats.bytes_sent += bytes;
         }
         step(R, f, cur, src, t == 0, req, nreq, &local, err);
-        if (nreq && (st = ring_wait(R, req, nreq, R->left, err))) return st;
+        if (nreq && (st = attn_ring_wait(R, req, nreq, R->left, err))) return st;
     }
     return local;
 }
@@ -116,7 +116,7 @@ static attn_status plan(ring *R, fwd *f, attn_tensor *out, attn_tensor *lse, con
                         const attn_tensor *v, attn_error *err) {
     int rank;
     int64_t shape[ATTN_MAX_RANK];
-    attn_status st = ring_check(R, &rank, shape, q, k, v, err);
+    attn_status st = attn_ring_check(R, &rank, shape, q, k, v, err);
     if (st) return st;
     if (!out) return ring_fail(err, ATTN_ERR_NULL, "out is NULL");
     if ((st = check_output(out, "out", q->dtype, rank, shape, err)) ||
@@ -124,7 +124,7 @@ static attn_status plan(ring *R, fwd *f, attn_tensor *out, attn_tensor *lse, con
         return st;
     static const char *const NAMES[5] = {"out", "lse", "q", "k", "v"};
     const attn_tensor *outs[2] = {out, lse}, *ins[3] = {q, k, v};
-    if ((st = ring_check_outputs(outs, 2, ins, 3, NAMES, err))) return st;
+    if ((st = attn_ring_check_outputs(outs, 2, ins, 3, NAMES, err))) return st;
     f->q = q, f->k = k, f->v = v, f->out = *out;
     if (R->empty) return ATTN_OK; /* no ring, no buffers: local() */
     int dk = k->rank - 2, dv = v->rank - 2, dout = rank - 2;
@@ -158,7 +158,7 @@ static attn_status plan(ring *R, fwd *f, attn_tensor *out, attn_tensor *lse, con
 static attn_status local(const ring *R, attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                          const attn_tensor *v, attn_error *err) {
     attn_tensor mask;
-    attn_sdpa_options o = ring_local_options(R, k->shape[k->rank - 2], &mask);
+    attn_sdpa_options o = attn_ring_local_options(R, k->shape[k->rank - 2], &mask);
     return attn_sdpa(out, lse, NULL, q, k, v, &o, err);
 }
 
@@ -169,11 +169,11 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     memset(&f, 0, sizeof f);
     attn_error own;
     if (!err) err = &own; /* the ranks share the first failing rank's message */
-    attn_status st = ring_start(&R, comm, options, q, k, v, -1, err);
+    attn_status st = attn_ring_start(&R, comm, options, q, k, v, -1, err);
     if (R.comm == MPI_COMM_NULL) return st;
-    if (!st) st = ring_agree(&R, plan(&R, &f, out, lse, q, k, v, err), err); /* all ranks go on, or none */
-    if (!st) st = ring_agree(&R, R.empty ? local(&R, out, lse, q, k, v, err) : run(&R, &f, err), err);
+    if (!st) st = attn_ring_agree(&R, plan(&R, &f, out, lse, q, k, v, err), err); /* all ranks go on, or none */
+    if (!st) st = attn_ring_agree(&R, R.empty ? local(&R, out, lse, q, k, v, err) : run(&R, &f, err), err);
     free(f.buf[0]), free(f.buf[1]), free(f.part), free(f.own_lse);
-    ring_close(&R);
+    attn_ring_close(&R);
     return st;
 }

@@ -10,7 +10,7 @@
 /* Where segment a of this rank's queries starts among its rows. */
 static int64_t query_row(const ring *R, int a) { return a == 0 ? 0 : R->qs.length[0]; }
 
-attn_sdpa_options ring_piece_options(const ring *R, const attn_mpi_shard *ks, int a, int b, attn_tensor *mask_view) {
+attn_sdpa_options attn_ring_piece_options(const ring *R, const attn_mpi_shard *ks, int a, int b, attn_tensor *mask_view) {
     attn_sdpa_options o = R->so;
     o.query_start = R->qs.start[a], o.key_start = ks->start[b];
     o.total_queries = R->L, o.total_keys = R->S;
@@ -25,15 +25,15 @@ attn_sdpa_options ring_piece_options(const ring *R, const attn_mpi_shard *ks, in
     return o;
 }
 
-bool ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b) {
+bool attn_ring_piece_hidden(const ring *R, const attn_mpi_shard *ks, int a, int b) {
     if (R->so.causal == ATTN_CAUSAL_NONE) return false;
     int64_t off = R->so.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? R->S - R->L : 0;
     int64_t last_query = R->qs.start[a] + R->qs.length[a] - 1;
     return ks->start[b] > last_query + off; /* the piece's first key is past the last query's limit */
 }
 
-attn_status ring_check_outputs(const attn_tensor *const *outs, int n_outs, const attn_tensor *const *ins, int n_ins,
-                               const char *const *names, attn_error *err) {
+attn_status attn_ring_check_outputs(const attn_tensor *const *outs, int n_outs, const attn_tensor *const *ins, int n_ins,
+                                    const char *const *names, attn_error *err) {
     attn_status st;
     for (int i = 0; i < n_outs; i++)
         for (int j = 0; outs[i] && j < i + n_ins; j++) /* the outputs before it, then every input */
@@ -43,8 +43,8 @@ attn_status ring_check_outputs(const attn_tensor *const *outs, int n_outs, const
     return ATTN_OK;
 }
 
-attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK], const attn_tensor *q,
-                       const attn_tensor *k, const attn_tensor *v, attn_error *err) {
+attn_status attn_ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK], const attn_tensor *q,
+                            const attn_tensor *k, const attn_tensor *v, attn_error *err) {
     const attn_sdpa_options *o = &R->so;
     if (o->dropout_p != 0)
         return ring_fail(err, ATTN_ERR_OPTION, "dropout is not taken across ranks (its mask would depend on the shards)");
@@ -79,11 +79,11 @@ attn_status ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX_RANK
                              (long long)m->shape[r - 2], (long long)R->qs.rows);
     }
     attn_tensor mask;
-    attn_sdpa_options local = ring_local_options(R, k->shape[k->rank - 2], &mask);
+    attn_sdpa_options local = attn_ring_local_options(R, k->shape[k->rank - 2], &mask);
     return attn_sdpa_shapes(rank, out_shape, NULL, q, k, v, &local, err);
 }
 
-attn_sdpa_options ring_local_options(const ring *R, int64_t k_rows, attn_tensor *mask_view) {
+attn_sdpa_options attn_ring_local_options(const ring *R, int64_t k_rows, attn_tensor *mask_view) {
     attn_sdpa_options local = R->so;
     const attn_tensor *m = R->so.mask;
     if (m) {
@@ -106,7 +106,7 @@ static bool contiguous(const attn_tensor *t) {
 
 /* dst = src: the same shape; a copy when both are one run of one dtype,
  * else attn_tensor_convert's element by element. */
-attn_status ring_copy(attn_tensor *dst, const attn_tensor *src, attn_error *err) {
+attn_status attn_ring_copy(attn_tensor *dst, const attn_tensor *src, attn_error *err) {
     if (dst->dtype == src->dtype && contiguous(dst) && contiguous(src) && dst->rank == src->rank &&
         memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->rank) == 0) {
         memcpy(dst->data, src->data, (size_t)attn_tensor_numel(src) * attn_dtype_size(src->dtype));
@@ -125,7 +125,7 @@ static int64_t offset_of(const attn_tensor *t, int64_t i) {
     return off;
 }
 
-void ring_fill(attn_tensor *t, double x) {
+void attn_ring_fill(attn_tensor *t, double x) {
     int64_t n = attn_tensor_numel(t);
     if (contiguous(t)) { /* the common case, without an index per element */
         for (int64_t i = 0; i < n; i++)
@@ -140,7 +140,7 @@ void ring_fill(attn_tensor *t, double x) {
     }
 }
 
-void ring_add(attn_tensor *dst, const attn_tensor *src) {
+void attn_ring_add(attn_tensor *dst, const attn_tensor *src) {
     int64_t n = attn_tensor_numel(src);
     if (contiguous(dst) && contiguous(src)) {
         for (int64_t i = 0; i < n; i++)

@@ -6,7 +6,7 @@
  * messages and buffers by them; one with another scale or causal mode
  * would compute another attention and report success.
  *
- * Not here, as each rank's own: the rows (ring_lengths checks them
+ * Not here, as each rank's own: the rows (attn_ring_lengths checks them
  * against the layout), the mask's rows, the outputs (checked against the
  * rank's own q, k and v, so alike when those are), whether lse or dq is
  * wanted, the timeout, the stats and the context's threads. The list has
@@ -71,14 +71,14 @@ static void contents(values *vs, const char *name, const attn_tensor *t, int64_t
     if (t && t->data && t->rank == 1 && t->shape[0] == heads && (t->dtype == ATTN_F32 || t->dtype == ATTN_F64)) {
         size_t es = attn_dtype_size(t->dtype);
         h = RING_DIGEST_START;
-        for (int64_t i = 0; i < heads; i++) h = ring_digest(h, (const char *)t->data + i * t->strides[0] * (int64_t)es, es);
+        for (int64_t i = 0; i < heads; i++) h = attn_ring_digest(h, (const char *)t->data + i * t->strides[0] * (int64_t)es, es);
     }
     char buf[NAME_SIZE];
     add(vs, ATTN_MPI_DIGEST, ATTN_ERR_OPTION, (int64_t)h, 0, of(buf, name, "values"));
 }
 
-attn_status ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, int kv_grads,
-                      attn_error *err) {
+attn_status attn_ring_same(const ring *R, const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, int kv_grads,
+                           attn_error *err) {
     values list, *vs = &list;
     vs->n = 0;
     const attn_sdpa_options *o = &R->so;

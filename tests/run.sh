@@ -222,6 +222,12 @@ bench_quick() {
     ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') "$BUILD/attn" bench --quick --overhead --json | tee "$reports/overhead.json" |
         ATTN_BENCH_CPU_NAME=$(printf 'Zen "5"\t\\ vm') $PY -c 'import json, os, sys; r = json.load(sys.stdin); assert r["cpu"] == os.environ["ATTN_BENCH_CPU_NAME"], r["cpu"]' &&
         echo "ok bench_json_text_escaped" || echo "FAIL bench_json_text_escaped"
+    # ... and UTF-8, as JSON text is: a byte that starts no character (a
+    # Latin-1 name, or one cut short mid-character) went in raw, and a
+    # reader decoding the report failed on it. It is U+FFFD.
+    ATTN_BENCH_CPU_NAME=$(printf 'Caf\351 \303\251') "$BUILD/attn" bench --quick --overhead --json |
+        $PY -c 'import json, sys; r = json.loads(sys.stdin.buffer.read().decode("utf-8")); assert r["cpu"] == "Caf\ufffd \u00e9", r["cpu"]' &&
+        echo "ok bench_json_text_utf8" || echo "FAIL bench_json_text_utf8"
     # An ATTN_ISA the library passes over (no set of that name) is said in
     # the heading; it read "avx512 kernels" as if nothing had been asked.
     COLUMNS=200 ATTN_ISA=avx2x "$BUILD/attn" bench --quick --overhead | head -1 | grep -q " kernels (ATTN_ISA=avx2x ignored: not a set this CPU runs), " &&

@@ -8,11 +8,16 @@
   can use; 32 KiB of ours once took it all. PT_TLS's MemSiz, from
   `readelf -lW`, must stay under 1 KiB (none at all today).
 - A test is rebuilt when one of the tests' own headers changes
-  (tests/*.h, tests/fuzz/*.h): `make -n -W HEADER` (as if the header had
-  just been edited) must rebuild every built test that includes it, and a
+  (tests/*.h, tests/fuzz/*.h, tests/amx/*.h): `make -n -W HEADER` (as if
+  the header had just been edited) must rebuild every built test that
+  includes it (test_amx's ASan object missed its emulator's), and a
   fuzzer's header exactly the fuzzers that include it (the fuzzers track
   the headers their source includes). With nothing edited, `make -n`
   rebuilds none of them: no prerequisite is FORCE'd.
+- The same for the project's own headers: `make -n -W HEADER all bench`
+  must recompile every built object (and attn-bench) whose source includes
+  it, directly or through another header. attn-mpi's headers (cli/mpi/*.h)
+  were no prerequisite of anything, and an edit of one rebuilt nothing.
 
 Prints "ok NAME", "FAIL NAME: why" or "skip NAME: why" per check.
 """
@@ -62,7 +67,8 @@ def make(args):
 
 def targets_of(source):
     """The built programs that compile tests/.../NAME.c: their paths, and the
-    output (-o) each one's compile writes (the program, or its object)."""
+    outputs (-o) of their build, the last one its source's compile (the
+    program, or its object)."""
     rel = os.path.relpath(source, ROOT)
     name = os.path.splitext(os.path.basename(rel))[0]
     found = []
@@ -76,19 +82,26 @@ def targets_of(source):
             candidates.append((os.path.join(BUILD, kind, name), os.path.join(BUILD, kind, "obj", "tests", name + ".o")))
     for program, obj in candidates:
         if os.path.exists(os.path.join(ROOT, program)):
-            found.append((program, [program] + ([obj] if obj else [])))
+            # an object only where the program is built from one (test_dlclose is not)
+            found.append((program, [program] + ([obj] if obj and os.path.exists(os.path.join(ROOT, obj)) else [])))
     return found
 
 
 def check_headers():
-    headers = sorted(glob.glob(os.path.join(ROOT, "tests", "*.h")) + glob.glob(os.path.join(ROOT, "tests", "fuzz", "*.h")))
+    headers = sorted(glob.glob(os.path.join(ROOT, "tests", "*.h")) + glob.glob(os.path.join(ROOT, "tests", "fuzz", "*.h")) +
+                     glob.glob(os.path.join(ROOT, "tests", "amx", "*.h")))
     sources = sorted(glob.glob(os.path.join(ROOT, "tests", "*.c")) + glob.glob(os.path.join(ROOT, "tests", "*", "*.c")))
     uses = {}  # header -> [(program, outputs)]
     for src in sources:
         with open(src, encoding="utf-8") as f:
-            included = set(re.findall(r'^#include "(?:\.\./)?([^"/]+\.h)"', f.read(), re.M))
+            text = f.read()
+        included = set(re.findall(r'^#include "(?:\.\./)?([^"/]+\.h)"', text, re.M))
+        # and by a path from the source's folder: test_amx.c's "amx/amx_emu.h"
+        paths = {os.path.normpath(os.path.join(os.path.dirname(src), name))
+                 for name in re.findall(r'^#include "([^"]+)"', text, re.M)}
         for h in headers:
-            if os.path.basename(h) in included and os.path.dirname(h) in (os.path.dirname(src), os.path.join(ROOT, "tests")):
+            if h in paths or (os.path.basename(h) in included and
+                              os.path.dirname(h) in (os.path.dirname(src), os.path.join(ROOT, "tests"))):
                 uses.setdefault(h, []).extend(targets_of(src))
     programs = sorted({p for ts in uses.values() for p, _ in ts})
     if not programs:
@@ -117,7 +130,9 @@ def check_headers():
         # including it shows; a test header: its tests (they rebuild on any of them).
         asked = sorted({p for p, _ in targets_of_all_fuzzers()} | {p for p, _ in ts}) if fuzz else [p for p, _ in ts]
         r = make(["-W", os.path.relpath(h, ROOT)] + asked)
-        missed = [p for p, outs in ts if not builds(r.stdout, outs)]
+        # its source compiled again (the object, for the ASan and TSan programs): a
+        # stale object relinked into its program passed
+        missed = [p for p, outs in ts if not builds(r.stdout, outs[-1:])]
         extra = sorted({p for p in asked if builds(r.stdout, [p])} - {p for p, _ in ts}) if fuzz else []
         report(name, "" if r.returncode == 0 and not missed and not extra else
                "make -n -W %s (rc %d) would %s" % (os.path.relpath(h, ROOT), r.returncode, "; ".join(
@@ -129,6 +144,54 @@ def targets_of_all_fuzzers():
     return [t for src in sorted(glob.glob(os.path.join(ROOT, "tests", "fuzz", "fuzz_*.c"))) for t in targets_of(src)]
 
 
+# Where the build looks for a quoted include: beside the source, then -I's.
+INCLUDE_DIRS = ("include", "src", "cli")
+
+
+def includes_of(path, seen=None):
+    """The project headers path includes, directly or through another."""
+    seen = set() if seen is None else seen
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        names = re.findall(r'^\s*#\s*include "([^"]+)"', f.read(), re.M)
+    for name in names:
+        for d in (os.path.dirname(path),) + INCLUDE_DIRS:
+            h = os.path.normpath(os.path.join(d, name))
+            if os.path.exists(os.path.join(ROOT, h)):
+                if h not in seen:
+                    seen.add(h)
+                    includes_of(h, seen)
+                break
+    return seen
+
+
+def check_project_headers():
+    """Each built object, and attn-bench, rebuilt when a header its source includes is edited."""
+    sources = sorted(os.path.relpath(p, ROOT) for d in ("src", "cli", "mpi", "bench")
+                     for p in glob.glob(os.path.join(ROOT, d, "**", "*.c"), recursive=True))
+    outputs = {}  # source -> what compiling it writes (-o)
+    for src in sources:
+        out = os.path.join(BUILD, "attn-bench") if src.startswith("bench/") else \
+            os.path.join(BUILD, "obj", src[:-2] + ".o")
+        if os.path.exists(os.path.join(ROOT, out)):
+            outputs[src] = out
+    if not outputs:
+        return print("skip project_headers_rebuild_objects: nothing is built (make all bench)")
+    users = {}  # header -> the outputs of the sources that include it
+    for src, out in outputs.items():
+        for h in includes_of(src):
+            users.setdefault(h, set()).add(out)
+    missed = []
+    for h, outs in sorted(users.items()):
+        r = make(["-W", h, "all", "bench"])
+        written = set(re.findall(r"-o (\S+)", r.stdout))
+        lost = sorted(outs - written)
+        if r.returncode != 0 or lost:
+            missed.append("%s: %s" % (h, ", ".join(lost) if lost else "make -n fails (rc %d)" % r.returncode))
+    report("project_headers_rebuild_objects", "" if not missed else
+           "make -n -W HEADER all bench would not rebuild: " + "; ".join(missed[:6]))
+
+
 check_tls()
 check_headers()
+check_project_headers()
 sys.exit(1 if failed else 0)

@@ -265,6 +265,22 @@ def main():
                  r"attn bench takes at most 254 arguments")
     expect_error("usage_bench_mpi_too_many_arguments", ["bench", "--mpi"] + ["--quick"] * 254, 2,
                  r"attn bench takes at most 254 arguments")
+    # attn bench runs attn-bench from beside the attn that runs: through a
+    # symbolic link to attn in another directory (~/bin/attn) it looked
+    # beside the link, or on PATH, and said to build it with `make bench`.
+    if os.path.exists(os.path.join(os.path.dirname(ATTN), "attn-bench")):
+        os.makedirs(os.path.join(TMP, "linkbin"), exist_ok=True)
+        link = os.path.join(TMP, "linkbin", "attn")
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(ATTN, link)
+        for how, argv0, env in (("path", link, None),
+                                ("on_path", "attn", dict(os.environ, PATH=os.path.dirname(link) + ":/usr/bin:/bin"))):
+            r = subprocess.run([argv0, "bench", "--help"], capture_output=True, text=True, cwd=TMP, env=env)
+            report("bench_through_symlink_" + how, r.returncode == 0 and r.stdout.startswith("usage: attn bench"),
+                   f"exit {r.returncode}: {r.stderr.strip()}")
+    else:
+        print(f"skip bench_through_symlink: no attn-bench beside {ATTN} (make bench)")
     expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale nan is not a finite number")
     expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")

@@ -68,10 +68,31 @@ version=$(sed -n 's/^#define ATTN_VERSION_STRING "\(.*\)"/\1/p' include/attn.h)
     echo "FAIL soname_and_version: soname '$soname', libattn.so.0 -> '$(readlink "$prefix/lib/libattn.so.0")'"
 others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^attn_' | tr '\n' ' ')
 [ -z "$others" ] && echo "ok exports_only_attn_symbols" || echo "FAIL exports_only_attn_symbols: $others"
+# The static libraries too: a program linked with libattn.a shares one
+# namespace with every global the archive defines, hidden visibility or
+# not. The JSON writer's put and put_string clashed with a program's own
+# put ("multiple definition of `put'"), and libattn-mpi.a's ring_open,
+# ring_wait, ring_add ... with a program's own ring buffer.
+for archive in "$prefix/lib/libattn.a" "$prefix/lib/libattn-mpi.a"; do
+    [ -f "$archive" ] || continue
+    others=$(nm -g --defined-only "$archive" | awk 'NF == 3 {print $3}' | grep -v '^attn_' | sort -u | tr '\n' ' ')
+    [ -z "$others" ] && echo "ok $(basename "$archive" .a)_defines_only_attn_globals" ||
+        echo "FAIL $(basename "$archive" .a)_defines_only_attn_globals: $others"
+done
 banned=$(nm -D --undefined-only "$lib" | awk '{print $2}' | sed 's/@.*//' |
     grep -xE 'exit|_exit|_Exit|quick_exit|abort|__assert_fail|printf|vprintf|puts|putchar|perror|fputs|fputc|putc' |
     tr '\n' ' ')
 [ -z "$banned" ] && echo "ok never_prints_exits_or_aborts" || echo "FAIL never_prints_exits_or_aborts: $banned"
+# A built attn-bench is brought up to date before it is installed: an old
+# one, linked with an old libattn.a, was installed as it was beside the new
+# attn that runs it (make -n: as if bench/table.c had just been edited).
+if [ -x "$BUILD/attn-bench" ]; then
+    make -n --no-print-directory BUILD="$BUILD" PREFIX="$prefix" -W bench/table.c install 2>&1 |
+        grep -q -- "-o $BUILD/attn-bench " && echo "ok install_rebuilds_stale_attn_bench" ||
+        echo "FAIL install_rebuilds_stale_attn_bench: make install would install $BUILD/attn-bench as it is"
+else
+    echo "skip install_rebuilds_stale_attn_bench: $BUILD/attn-bench is not built (make bench)"
+fi
 # DESTDIR stages the same tree under another root, attn.pc naming PREFIX.
 stage="$prefix/stage"
 if make -s --no-print-directory BUILD="$BUILD" DESTDIR="$stage" PREFIX=/opt/attn install >"$prefix.log" 2>&1 &&

@@ -10,33 +10,33 @@
 #include <string.h>
 
 static void put_labels(writer *w, const char *key, const char *const *l, int n) {
-    put(w, "  \"%s\": [", key);
+    attn_json_put(w, "  \"%s\": [", key);
     for (int i = 0; i < n; i++) {
-        if (i) put(w, ", ");
-        put_string(w, l ? l[i] : "");
+        if (i) attn_json_put(w, ", ");
+        attn_json_string(w, l ? l[i] : "");
     }
-    put(w, "],\n");
+    attn_json_put(w, "],\n");
 }
 
 /* A matrix as a list of rows; %.17g round-trips every double exactly, and
  * -inf (a masked score) becomes null. A NULL matrix is null. */
 static void put_matrix(writer *w, const char *key, const double *m, int rows, int cols, bool last) {
-    put(w, "  \"%s\": ", key);
+    attn_json_put(w, "  \"%s\": ", key);
     if (!m) {
-        put(w, "null%s\n", last ? "" : ",");
+        attn_json_put(w, "null%s\n", last ? "" : ",");
         return;
     }
-    put(w, "[");
+    attn_json_put(w, "[");
     for (int i = 0; i < rows; i++) {
-        put(w, i ? ",\n    [" : "\n    [");
+        attn_json_put(w, i ? ",\n    [" : "\n    [");
         for (int j = 0; j < cols; j++) {
             double x = m[(size_t)i * cols + j];
-            if (isfinite(x)) put(w, "%s%.17g", j ? ", " : "", x);
-            else put(w, "%snull", j ? ", " : "");
+            if (isfinite(x)) attn_json_put(w, "%s%.17g", j ? ", " : "", x);
+            else attn_json_put(w, "%snull", j ? ", " : "");
         }
-        put(w, "]");
+        attn_json_put(w, "]");
     }
-    put(w, "\n  ]%s\n", last ? "" : ",");
+    attn_json_put(w, "\n  ]%s\n", last ? "" : ",");
 }
 
 attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn_explain *ex,
@@ -55,17 +55,17 @@ attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn
     bool qkv = in->mode == ATTN_EXPLAIN_QKV;
     int n = ex->n;
     writer w = {buf, size, 0};
-    put(&w, "{\n");
+    attn_json_put(&w, "{\n");
     put_labels(&w, "tokens", labels->tokens, n);
     if (in->X_source) put_labels(&w, "source_tokens", labels->source_tokens, ex->n_keys);
     put_labels(&w, "features", labels->features, ex->d_model);
     put_labels(&w, "value_features", labels->value_features, ex->d_v);
-    put(&w, "  \"mode\": \"%s\",\n  \"head\": ", MODES[in->mode]);
-    put_string(&w, labels->head ? labels->head : "");
+    attn_json_put(&w, "  \"mode\": \"%s\",\n  \"head\": ", MODES[in->mode]);
+    attn_json_string(&w, labels->head ? labels->head : "");
     static const char *const POSITIONS[] = {"none", "sinusoidal", "rope"};
-    put(&w, ",\n  \"causal\": %s,\n  \"scale\": %.17g,\n", in->causal ? "true" : "false", ex->scale);
-    put(&w, "  \"positions\": \"%s\",\n", POSITIONS[(unsigned)in->positions <= ATTN_EXPLAIN_ROPE ? in->positions : 0]);
-    put(&w, "  \"d_model\": %d,\n  \"d_k\": %d,\n  \"d_v\": %d,\n", ex->d_model, ex->d_k, ex->d_v);
+    attn_json_put(&w, ",\n  \"causal\": %s,\n  \"scale\": %.17g,\n", in->causal ? "true" : "false", ex->scale);
+    attn_json_put(&w, "  \"positions\": \"%s\",\n", POSITIONS[(unsigned)in->positions <= ATTN_EXPLAIN_ROPE ? in->positions : 0]);
+    attn_json_put(&w, "  \"d_model\": %d,\n  \"d_k\": %d,\n  \"d_v\": %d,\n", ex->d_model, ex->d_k, ex->d_v);
     put_matrix(&w, "X", in->X, n, ex->d_model, false);
     put_matrix(&w, "P", ex->P, n, ex->d_model, false);
     put_matrix(&w, "W_Q", qkv ? in->W_Q : NULL, ex->d_model, ex->d_k, false);
@@ -80,7 +80,7 @@ attn_status attn_explain_json(char *buf, size_t size, size_t *length, const attn
     put_matrix(&w, "scaled", ex->scaled, n, m, false);
     put_matrix(&w, "weights", ex->weights, n, m, false);
     put_matrix(&w, "output", ex->output, n, ex->d_v, true);
-    put(&w, "}\n");
+    attn_json_put(&w, "}\n");
     *length = w.len;
     return ATTN_OK;
 }

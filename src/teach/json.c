@@ -7,7 +7,7 @@
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-void put(writer *w, const char *fmt, ...) {
+void attn_json_put(writer *w, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     size_t room = w->len < w->size ? w->size - w->len : 0;
@@ -16,13 +16,13 @@ void put(writer *w, const char *fmt, ...) {
     if (n > 0) w->len += (size_t)n;
 }
 
-void put_string(writer *w, const char *s) {
-    put(w, "\"");
+void attn_json_string(writer *w, const char *s) {
+    attn_json_put(w, "\"");
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') put(w, "\\%c", c);
-        else if (c < 0x20) put(w, "\\u%04x", c);
-        else put(w, "%c", c);
+        if (c == '"' || c == '\\') attn_json_put(w, "\\%c", c);
+        else if (c < 0x20) attn_json_put(w, "\\u%04x", c);
+        else attn_json_put(w, "%c", c);
     }
-    put(w, "\"");
+    attn_json_put(w, "\"");
 }

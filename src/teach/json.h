@@ -15,9 +15,9 @@ typedef struct writer {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-void put(writer *w, const char *fmt, ...);
+void attn_json_put(writer *w, const char *fmt, ...);
 
 /* s as a JSON string, quotes and control characters escaped. */
-void put_string(writer *w, const char *s);
+void attn_json_string(writer *w, const char *s);
 
 #endif /* ATTN_TEACH_JSON_H */

@@ -14,7 +14,7 @@ attn_status attn_scaling_json(char *buf, size_t size, size_t *length, const attn
     attn_status st = teach_check_disjoint(arrays, 2, 3, err);
     if (st) return st;
     writer w = {buf, size, 0};
-    put(&w, "{\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, "
+    attn_json_put(&w, "{\"d\": %d, \"keys\": %d, \"queries\": %d, \"spread_raw\": %.17g, "
             "\"spread_scaled\": %.17g, \"top_raw\": %.17g, \"top_scaled\": %.17g, "
             "\"top_div_d\": %.17g, \"grad_mean_raw\": %.17g, \"grad_mean_scaled\": %.17g, "
             "\"grad_median_raw\": %.17g, \"grad_median_scaled\": %.17g",
@@ -22,17 +22,17 @@ attn_status attn_scaling_json(char *buf, size_t size, size_t *length, const attn
         r->top_div_d, r->grad_mean_raw, r->grad_mean_scaled, r->grad_median_raw,
         r->grad_median_scaled);
     if (histograms) {
-        put(&w, ", \"raw_range\": %g, \"scaled_range\": %g", ATTN_SCALING_RAW_RANGE,
-            ATTN_SCALING_SCALED_RANGE);
+        attn_json_put(&w, ", \"raw_range\": %g, \"scaled_range\": %g", ATTN_SCALING_RAW_RANGE,
+                      ATTN_SCALING_SCALED_RANGE);
         const double *h[2] = {r->hist_raw, r->hist_scaled};
         const char *names[2] = {"hist_raw", "hist_scaled"};
         for (int k = 0; k < 2; k++) {
-            put(&w, ", \"%s\": [", names[k]);
-            for (int b = 0; b < ATTN_SCALING_BINS; b++) put(&w, "%s%.6g", b ? ", " : "", h[k][b]);
-            put(&w, "]");
+            attn_json_put(&w, ", \"%s\": [", names[k]);
+            for (int b = 0; b < ATTN_SCALING_BINS; b++) attn_json_put(&w, "%s%.6g", b ? ", " : "", h[k][b]);
+            attn_json_put(&w, "]");
         }
     }
-    put(&w, "}");
+    attn_json_put(&w, "}");
     *length = w.len;
     return ATTN_OK;
 }
