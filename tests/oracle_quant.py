@@ -506,6 +506,24 @@ def main():
                                  Q8, ctypes.byref(err))
     error("dequantize_into_a_broadcast_dst", "STRIDE", st, err.message.decode(), np.isnan(one).all())
 
+    # A dimension below 0 is a shape error that names it (as attn_tensor_init
+    # and attn_sdpa say), not an overflow: (-1, 32), and (-1, -1, 32), whose
+    # product is positive, for rows and for groups, both ways.
+    for fname, fmt, shape in (("q8", Q8, (-1, 32)), ("e4m3", E4M3, (-1, -1, 32)), ("q4c", Q4C, (-1, 32, 8)),
+                              ("q2c", Q2C, (-1, -1, 32, 8))):
+        held = np.zeros(256, np.float32)
+        t = view(held, F32)
+        t.rank = len(shape)
+        for d, n in enumerate(shape):
+            t.shape[d], t.strides[d] = n, 0
+        st = lib.lib.attn_quantize(dst.ctypes.data, dst.size, fmt, ctypes.byref(t), ctypes.byref(err))
+        msg = err.message.decode()
+        error("%s_quantize_negative_dimension" % fname, "SHAPE", st, msg if "negative" in msg else "",
+              (dst == 0xAA).all())
+        st = lib.lib.attn_dequantize(ctypes.byref(t), dst.ctypes.data, dst.size, fmt, ctypes.byref(err))
+        msg = err.message.decode()
+        error("%s_dequantize_negative_dimension" % fname, "SHAPE", st, msg if "negative" in msg else "", True)
+
     groups(lib, rng, report, error)
     sys.exit(1 if failed else 0)
 
