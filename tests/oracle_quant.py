@@ -569,6 +569,19 @@ def groups(lib, rng, report, error):
         st, msg, back = lib.dequantize(want, fmt, x.shape, F16, np.float16)
         report("%s_dequantize_to_f16" % fname, msg if st else
                same_floats(back.astype(np.float32), ref_group_dequantize(want, fmt, 64).astype(np.float16).astype(np.float32)))
+    # Rows of more channels than a cache takes (key_dim <= 8192 is the
+    # caches' limit, not the format's): attn_quant_group_size measures any
+    # even n (a multiple of 4 for q2c), and attn_quantize and attn_dequantize
+    # take what it measures.
+    x = rng.standard_normal((1, 32, 8196)).astype(np.float32)
+    for fname, fmt in (("q4c", Q4C), ("q2c", Q2C)):
+        want = ref_group(x, fmt)
+        st, msg, got = lib.quantize_groups(x, F32, fmt)
+        report("%s_quantize_8196_channels" % fname, msg if st else
+               (None if np.array_equal(got, want) else "bytes differ"))
+        st, msg, back = lib.dequantize(want, fmt, x.shape)
+        report("%s_dequantize_8196_channels" % fname, msg if st else
+               same_floats(back, ref_group_dequantize(want, fmt, 8196)))
     # errors: nothing written
     dst = np.full(4096, 0xAA, np.uint8)
     err = Error()
