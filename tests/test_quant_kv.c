@@ -958,6 +958,13 @@ static void test_dense_errors(void) {
     st = st ? st : attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &to, &tq, &t, &t, &to, &tl, NULL, &err);
     check(st == ATTN_ERR_DTYPE && strstr(err.message, "backward"), "q8_backward_refused", "status %d: %s", (int)st,
           err.message);
+    /* A k of no dtype attention takes (q4c is a cache's key format, not a
+     * tensor's) is refused with the dtypes it does take: q4_1 among them. */
+    attn_tensor grouped = t;
+    grouped.dtype = ATTN_Q4C;
+    st = attn_sdpa(&to, NULL, NULL, &tq, &grouped, &t, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "q4_1"), "q4c_k_refused_naming_every_dtype_taken",
+          "status %d: %s", (int)st, err.message);
 }
 
 /* The contiguous KV cache of a quantized format: append in pieces
