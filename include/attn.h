@@ -454,7 +454,8 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * each query row, times the scale, is rounded per block of 32 to int8
  * codes c with its own f32 scale d_q = max |q| / 127 (c = q · (1/d_q),
  * the reciprocal rounded to f32, rounded to nearest even, clamped to
- * ±127: where q / d_q is a tie, c may be the code past it), and a key's score is the f32 sum over
+ * ±127: where q / d_q is a tie, c may be the code past it; where 1/d_q
+ * overflows to infinity, a q of 0 takes the code 0), and a key's score is the f32 sum over
  * blocks of d_q · d_k · (the exact integer sum of c · code). The query's
  * rounding is the only new error: each score s_j is off by at most
  *     Δ_j = Σ_b (max_b |q| / 127) · (1/2 + 2^-10) · ||k_j,b||_1

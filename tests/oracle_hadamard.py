@@ -263,6 +263,18 @@ def test_cache(fmt):
 
 
 def test_errors():
+    # A dimension below 0 is a shape error that names it, as attn_tensor_init
+    # says, not an overflow of the element count: (-1, 8) and (-2, -1, 8),
+    # whose product is positive.
+    held = np.zeros(64, np.float32)
+    for shape in ((-1, 8), (-2, -1, 8)):
+        t = attn_view(held)
+        t.rank = len(shape)
+        for d, n in enumerate(shape):
+            t.shape[d], t.strides[d] = n, 0
+        st, msg = call(LIB.attn_hadamard, ctypes.byref(t))
+        check("negative_dimension_%s_refused_as_shape" % "_".join(str(-n) for n in shape[:-1]),
+              st == 3 and "negative" in msg and (held == 0).all(), "status %d: %s" % (st, msg))
     for E, dt, want, name in ((48, "e4m3", attn.ShapeError, "key_dim_48"), (2048, "q8", attn.ShapeError, "key_dim_2048"),
                               (64, "float32", attn.DtypeError, "float32"), (64, "float16", attn.DtypeError, "float16")):
         try:

@@ -506,6 +506,24 @@ def main():
                                  Q8, ctypes.byref(err))
     error("dequantize_into_a_broadcast_dst", "STRIDE", st, err.message.decode(), np.isnan(one).all())
 
+    # A dimension below 0 is a shape error that names it (as attn_tensor_init
+    # and attn_sdpa say), not an overflow: (-1, 32), and (-1, -1, 32), whose
+    # product is positive, for rows and for groups, both ways.
+    for fname, fmt, shape in (("q8", Q8, (-1, 32)), ("e4m3", E4M3, (-1, -1, 32)), ("q4c", Q4C, (-1, 32, 8)),
+                              ("q2c", Q2C, (-1, -1, 32, 8))):
+        held = np.zeros(256, np.float32)
+        t = view(held, F32)
+        t.rank = len(shape)
+        for d, n in enumerate(shape):
+            t.shape[d], t.strides[d] = n, 0
+        st = lib.lib.attn_quantize(dst.ctypes.data, dst.size, fmt, ctypes.byref(t), ctypes.byref(err))
+        msg = err.message.decode()
+        error("%s_quantize_negative_dimension" % fname, "SHAPE", st, msg if "negative" in msg else "",
+              (dst == 0xAA).all())
+        st = lib.lib.attn_dequantize(ctypes.byref(t), dst.ctypes.data, dst.size, fmt, ctypes.byref(err))
+        msg = err.message.decode()
+        error("%s_dequantize_negative_dimension" % fname, "SHAPE", st, msg if "negative" in msg else "", True)
+
     groups(lib, rng, report, error)
     sys.exit(1 if failed else 0)
 
@@ -551,6 +569,19 @@ def groups(lib, rng, report, error):
         st, msg, back = lib.dequantize(want, fmt, x.shape, F16, np.float16)
         report("%s_dequantize_to_f16" % fname, msg if st else
                same_floats(back.astype(np.float32), ref_group_dequantize(want, fmt, 64).astype(np.float16).astype(np.float32)))
+    # Rows of more channels than a cache takes (key_dim <= 8192 is the
+    # caches' limit, not the format's): attn_quant_group_size measures any
+    # even n (a multiple of 4 for q2c), and attn_quantize and attn_dequantize
+    # take what it measures.
+    x = rng.standard_normal((1, 32, 8196)).astype(np.float32)
+    for fname, fmt in (("q4c", Q4C), ("q2c", Q2C)):
+        want = ref_group(x, fmt)
+        st, msg, got = lib.quantize_groups(x, F32, fmt)
+        report("%s_quantize_8196_channels" % fname, msg if st else
+               (None if np.array_equal(got, want) else "bytes differ"))
+        st, msg, back = lib.dequantize(want, fmt, x.shape)
+        report("%s_dequantize_8196_channels" % fname, msg if st else
+               same_floats(back, ref_group_dequantize(want, fmt, 8196)))
     # errors: nothing written
     dst = np.full(4096, 0xAA, np.uint8)
     err = Error()

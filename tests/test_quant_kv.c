@@ -958,6 +958,13 @@ static void test_dense_errors(void) {
     st = st ? st : attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &to, &tq, &t, &t, &to, &tl, NULL, &err);
     check(st == ATTN_ERR_DTYPE && strstr(err.message, "backward"), "q8_backward_refused", "status %d: %s", (int)st,
           err.message);
+    /* A k of no dtype attention takes (q4c is a cache's key format, not a
+     * tensor's) is refused with the dtypes it does take: q4_1 among them. */
+    attn_tensor grouped = t;
+    grouped.dtype = ATTN_Q4C;
+    st = attn_sdpa(&to, NULL, NULL, &tq, &grouped, &t, NULL, &err);
+    check(st == ATTN_ERR_DTYPE && strstr(err.message, "q4_1"), "q4c_k_refused_naming_every_dtype_taken",
+          "status %d: %s", (int)st, err.message);
 }
 
 /* The contiguous KV cache of a quantized format: append in pieces
@@ -1901,6 +1908,25 @@ static void test_query_code_rule(void) {
           (int)st, st ? err.message : "", kernel, kdot, (double)lse, 49.0 / 256.0);
 }
 
+/* A query block whose largest |q| is so small (below about 2^-119) that
+ * d = max |q| / 127 is subnormal and 1/d overflows to infinity: q · (1/d)
+ * is ±infinity, clamped to ±127, for each nonzero q, and 0 · infinity is
+ * NaN for each zero. Converting that NaN to an integer is undefined in C
+ * (x86 gives INT_MIN, which the codes' sum then carried); a zero must take
+ * the code 0 and the sum must be the codes' sum. The AVX-512 kernels hand
+ * such a block to this portable rule too. */
+static void test_query_code_tiny_block(void) {
+    float x[ATTN_QBLOCK] = {0}, d = -1;
+    int8_t c[ATTN_QBLOCK];
+    x[0] = 1e-38f; /* 31 zeros: an odd count, so INT_MINs do not cancel */
+    int32_t sum = attn_qblock_quantize(c, &d, x);
+    int bad = -1;
+    for (int i = 0; i < ATTN_QBLOCK && bad < 0; i++)
+        if (c[i] != (i ? 0 : 127)) bad = i;
+    check(sum == 127 && bad < 0 && d == 1e-38f / 127, "query_block_with_reciprocal_past_f32_codes_zeros_as_0",
+          "sum of codes %d (want 127), code %d is %d, d %g", (int)sum, bad, bad < 0 ? 0 : c[bad], (double)d);
+}
+
 /* attn_mha_cached's step that fails after its append, here for a
  * workspace that holds the layer's buffers but not the attention's
  * scratch, leaves the cache as it was. With keys quantized per channel
@@ -2040,6 +2066,7 @@ int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_key_dot_set();
     test_query_code_rule();
+    test_query_code_tiny_block();
     test_older_structs();
     test_descale(ATTN_E4M3), test_descale(ATTN_E5M2);
     test_fp8_in_place(ATTN_E4M3), test_fp8_in_place(ATTN_E5M2);

@@ -40,6 +40,9 @@ attn_status attn_hadamard(attn_tensor *x, attn_error *err) {
         return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; the rotation takes f32 or f64", attn_dtype_name(x->dtype));
     if (x->rank < 1 || x->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "x has rank %d; rows need rank 1 to %d", x->rank, ATTN_MAX_RANK);
+    for (int d = 0; d < x->rank; d++) /* before the count, which reads a negative one as an overflow */
+        if (x->shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "x's dimension %d is negative (%lld)", d, (long long)x->shape[d]);
     int64_t n = x->shape[x->rank - 1], numel = attn_tensor_numel(x);
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "x's element count overflows");
     if (!attn_power_of_two(n))

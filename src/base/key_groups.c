@@ -330,13 +330,19 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
     if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; %s groups need rank 2 to %d: (..., positions, channels)",
                          name, t->rank, attn_dtype_name(format), ATTN_MAX_RANK);
+    for (int d = 0; d < t->rank; d++) /* before the count, which reads a negative one as an overflow */
+        if (t->shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s's dimension %d is negative (%lld)", name, d, (long long)t->shape[d]);
     int64_t numel = attn_tensor_numel(t), L = t->shape[t->rank - 2], n = t->shape[t->rank - 1];
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "%s's element count overflows", name);
     int64_t group = attn_group_bytes(format, n);
-    if (L % G || !group || n > GROUP_BUF)
+    /* Any n the format measures: a group is quantized CHUNK channels at a
+     * time and read back a value at a time (key_dim <= GROUP_BUF is the
+     * caches' limit, for their rows dequantized on the stack). */
+    if (L % G || !group)
         return attn_fail(err, ATTN_ERR_SHAPE, "%s is (..., %lld, %lld); %s groups take positions in multiples of %d and "
-                         "%s channels, at most %d", name, (long long)L, (long long)n, attn_dtype_name(format), G,
-                         format == ATTN_Q4C ? "an even number of" : "a multiple of 4", GROUP_BUF);
+                         "%s channels", name, (long long)L, (long long)n, attn_dtype_name(format), G,
+                         format == ATTN_Q4C ? "an even number of" : "a multiple of 4");
     int64_t mats = L ? numel / L / n : 0, groups = 0, total = 0;
     if (!attn_mul_i64(mats, L / G, &groups) || !attn_mul_i64(groups, group, &total) || (uint64_t)total > SIZE_MAX)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the groups' byte size overflows");

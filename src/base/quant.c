@@ -325,6 +325,9 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
                          attn_dtype_name(t->dtype));
     if (t->rank < 1 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; rows need rank 1 to %d", name, t->rank, ATTN_MAX_RANK);
+    for (int d = 0; d < t->rank; d++) /* before the count, which reads a negative one as an overflow */
+        if (t->shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s's dimension %d is negative (%lld)", name, d, (long long)t->shape[d]);
     int64_t numel = attn_tensor_numel(t);
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "%s's element count overflows", name);
     *n = t->shape[t->rank - 1];

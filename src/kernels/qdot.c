@@ -19,6 +19,9 @@ int32_t attn_qblock_quantize(int8_t *codes, float *d, const float *x) {
          * of the significand, and taking it away again is exact */
         float c = (x[i] * inv + 0x1.8p23f) - 0x1.8p23f;
         c = c > 127 ? 127 : c < -127 ? -127 : c;
+        /* NaN, whose conversion to an integer is undefined, where 1/dq
+         * overflowed (dq subnormal) and x is 0: 0 · inf. Its code is 0. */
+        c = c == c ? c : 0;
         codes[i] = (int8_t)c;
         sum += (int32_t)c;
     }

@@ -42,7 +42,7 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     bool half = attn_dtype_half(t->dtype) || attn_dtype_quantized(t->dtype);
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
-                         kv ? " (or f16, bf16, q8, q4, e4m3 or e5m2 with f32 q)" : "");
+                         kv ? " (or f16, bf16, q8, q4, q4_1, e4m3 or e5m2 with f32 q)" : "");
     if (t->dtype != dtype && !(half && dtype == ATTN_F32))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype%s",
                          name, tn, attn_dtype_name(dtype), half ? " (f16, bf16 and quantized k and v need f32 q)" : "");
