@@ -49,6 +49,12 @@ static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) /
 bool attn_mul_i64(int64_t a, int64_t b, int64_t *out);
 bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
 
+/* ATTN_ERR_SHAPE naming the first negative one of a shape's rank
+ * dimensions ("NAME's dimension d is negative (n)"; without a name
+ * "dimension d ..."), else ATTN_OK. Checked before any element count,
+ * which would read a negative dimension as an overflow. */
+attn_status attn_check_dims(int rank, const int64_t *shape, const char *name, attn_error *err);
+
 /* The largest element offset reachable in t, in absolute value, fits in int64
  * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);

@@ -40,16 +40,14 @@ attn_status attn_hadamard(attn_tensor *x, attn_error *err) {
         return attn_fail(err, ATTN_ERR_DTYPE, "x is %s; the rotation takes f32 or f64", attn_dtype_name(x->dtype));
     if (x->rank < 1 || x->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "x has rank %d; rows need rank 1 to %d", x->rank, ATTN_MAX_RANK);
-    for (int d = 0; d < x->rank; d++) /* before the count, which reads a negative one as an overflow */
-        if (x->shape[d] < 0)
-            return attn_fail(err, ATTN_ERR_SHAPE, "x's dimension %d is negative (%lld)", d, (long long)x->shape[d]);
+    attn_status st = attn_check_dims(x->rank, x->shape, "x", err);
+    if (st) return st;
     int64_t n = x->shape[x->rank - 1], numel = attn_tensor_numel(x);
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "x's element count overflows");
     if (!attn_power_of_two(n))
         return attn_fail(err, ATTN_ERR_SHAPE, "x's rows have %lld value%s; the Walsh-Hadamard rotation needs a power of "
                          "two", (long long)n, attn_plural(n));
-    attn_status st = attn_check_extent(x, "x", err);
-    if (st) return st;
+    if ((st = attn_check_extent(x, "x", err))) return st;
     /* each row is read whole before it is written: it may not overlap another */
     if ((st = attn_check_writable(x, "x", err))) return st;
     if (numel == 0) return ATTN_OK;

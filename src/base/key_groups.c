@@ -330,9 +330,8 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
     if (t->rank < 2 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; %s groups need rank 2 to %d: (..., positions, channels)",
                          name, t->rank, attn_dtype_name(format), ATTN_MAX_RANK);
-    for (int d = 0; d < t->rank; d++) /* before the count, which reads a negative one as an overflow */
-        if (t->shape[d] < 0)
-            return attn_fail(err, ATTN_ERR_SHAPE, "%s's dimension %d is negative (%lld)", name, d, (long long)t->shape[d]);
+    attn_status st = attn_check_dims(t->rank, t->shape, name, err);
+    if (st) return st;
     int64_t numel = attn_tensor_numel(t), L = t->shape[t->rank - 2], n = t->shape[t->rank - 1];
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "%s's element count overflows", name);
     int64_t group = attn_group_bytes(format, n);
@@ -349,7 +348,7 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
     if ((size_t)total > size)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld groups of %s take %lld bytes; %s holds %zu", (long long)groups,
                          attn_dtype_name(format), (long long)total, quantize ? "dst" : "src", size);
-    attn_status st = attn_check_extent(t, name, err);
+    st = attn_check_extent(t, name, err);
     if (st || (!quantize && (st = attn_check_writable(t, name, err)))) return st; /* dst: no element twice */
     attn_tensor region = {bytes, ATTN_BOOL, 1, {total}, {1}};
     const attn_named out[1] = {{quantize ? &region : t, "dst"}};

@@ -325,9 +325,8 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
                          attn_dtype_name(t->dtype));
     if (t->rank < 1 || t->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; rows need rank 1 to %d", name, t->rank, ATTN_MAX_RANK);
-    for (int d = 0; d < t->rank; d++) /* before the count, which reads a negative one as an overflow */
-        if (t->shape[d] < 0)
-            return attn_fail(err, ATTN_ERR_SHAPE, "%s's dimension %d is negative (%lld)", name, d, (long long)t->shape[d]);
+    attn_status st = attn_check_dims(t->rank, t->shape, name, err);
+    if (st) return st;
     int64_t numel = attn_tensor_numel(t);
     if (numel < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "%s's element count overflows", name);
     *n = t->shape[t->rank - 1];
@@ -345,7 +344,7 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
     if ((size_t)total > size)
         return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld rows of %s take %lld bytes; %s holds %zu", (long long)*rows,
                          attn_dtype_name(format), (long long)total, bytes_out ? "dst" : "src", size);
-    attn_status st = attn_check_extent(t, name, err);
+    st = attn_check_extent(t, name, err);
     if (st || (!bytes_out && (st = attn_check_writable(t, name, err)))) return st; /* dst: no element twice */
     /* The rows as a 1-D byte tensor, for the one aliasing check. */
     attn_tensor region = {(void *)(uintptr_t)bytes, ATTN_BOOL, 1, {total}, {1}};

@@ -64,6 +64,14 @@ int64_t attn_tensor_numel(const attn_tensor *t) {
     return empty ? 0 : nonzero;
 }
 
+attn_status attn_check_dims(int rank, const int64_t *shape, const char *name, attn_error *err) {
+    for (int d = 0; d < rank; d++)
+        if (shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "%s%sdimension %d is negative (%lld)", name ? name : "",
+                             name ? "'s " : "", d, (long long)shape[d]);
+    return ATTN_OK;
+}
+
 /* A tensor of quantized rows (attn.h): shape in values, the last stride 1,
  * the others in bytes (by default C order over rows of
  * attn_quant_row_size bytes). */
@@ -71,11 +79,9 @@ static attn_status init_quantized(attn_tensor *t, void *data, attn_dtype dtype, 
                                   const int64_t *strides, attn_error *err) {
     attn_tensor v = {0}, bytes;
     v.data = data, v.dtype = dtype, v.rank = rank;
-    for (int d = 0; d < rank; d++) {
-        if (shape[d] < 0)
-            return attn_fail(err, ATTN_ERR_SHAPE, "dimension %d is negative (%lld)", d, (long long)shape[d]);
-        v.shape[d] = shape[d];
-    }
+    attn_status st = attn_check_dims(rank, shape, NULL, err);
+    if (st) return st;
+    for (int d = 0; d < rank; d++) v.shape[d] = shape[d];
     if (attn_tensor_numel(&v) < 0) return attn_fail(err, ATTN_ERR_OVERFLOW, "element count of the shape overflows");
     int64_t step = rank > 0 && shape[rank - 1] > 0 ? attn_row_bytes(dtype, shape[rank - 1]) : 0;
     for (int d = rank - 1; d >= 0; d--) {
@@ -83,8 +89,7 @@ static attn_status init_quantized(attn_tensor *t, void *data, attn_dtype dtype, 
         if (d < rank - 1 && shape[d] > 0 && !attn_mul_i64(step, shape[d], &step))
             return attn_fail(err, ATTN_ERR_OVERFLOW, "the byte size of the shape overflows");
     }
-    attn_status st = attn_quant_bytes(&v, &bytes, "the tensor", err);
-    if (st) return st;
+    if ((st = attn_quant_bytes(&v, &bytes, "the tensor", err))) return st;
     *t = v;
     return ATTN_OK;
 }
@@ -105,12 +110,9 @@ attn_status attn_tensor_init(attn_tensor *t, void *data, attn_dtype dtype, int r
     v.data = data;
     v.dtype = dtype;
     v.rank = rank;
-    for (int d = 0; d < rank; d++) {
-        if (shape[d] < 0)
-            return attn_fail(err, ATTN_ERR_SHAPE, "dimension %d is negative (%lld)", d,
-                             (long long)shape[d]);
-        v.shape[d] = shape[d];
-    }
+    attn_status st = attn_check_dims(rank, shape, NULL, err);
+    if (st) return st;
+    for (int d = 0; d < rank; d++) v.shape[d] = shape[d];
     if (attn_tensor_numel(&v) < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "element count of the shape overflows");
     int64_t step = 1;
