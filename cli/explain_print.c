@@ -210,8 +210,24 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
     }
 }
 
+/* Where the head's weights came from, said as the closing's last sentence:
+ * only the toy's own heads were wired by hand. */
+static const char *weights_origin(const char *head) {
+    if (strncmp(head, "trained", 7) == 0)
+        return "And these weights were learned: `attn train` trained them, from sentences, to make each verb look "
+               "at its subject.";
+    if (strncmp(head, "random", 6) == 0)
+        return "And these weights are random, as a model's are before it learns: `attn train` shows a head "
+               "learning, from sentences, to make each verb look at its subject.";
+    if (strncmp(head, "custom", 6) == 0)
+        return "And these weights are the ones you gave (--wq, --wk, --wv): `attn train` shows a head learning "
+               "its own, from sentences, to make each verb look at its subject.";
+    return "And these weights were wired by hand, where models learn theirs: `attn train` shows a head learning, "
+           "from sentences, to make each verb look at its subject.";
+}
+
 /* The closing lines: the mode's formula in one line, and what is missing. */
-static void print_closing(const explain_args *a) {
+static void print_closing(const explain_args *a, const explain_model *m) {
     printf("\n");
     if (a->mode == ATTN_EXPLAIN_AVERAGE) {
         cli_prose(stdout, 3, 3, "All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j. "
@@ -224,13 +240,12 @@ static void print_closing(const explain_args *a) {
                   "the scores by sqrt(d_k).");
     } else {
         cli_prose(stdout, 3, 3, "All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V. %s One "
-                  "head asks one question per word; real models run many heads at once. And these weights were "
-                  "wired by hand, where models learn theirs: `attn train` shows a head learning, from sentences, "
-                  "to make each verb look at its subject.",
+                  "head asks one question per word; real models run many heads at once. %s",
                   a->positions ? "With positions, word order counts: shuffle the sentence and the weights change, "
                                  "not only their order."
                                : "Nothing here knows word order: shuffle the sentence and each word's output only "
-                                 "moves with it (--positions sinusoidal or rope adds it).");
+                                 "moves with it (--positions sinusoidal or rope adds it).",
+                  weights_origin(m->head));
     }
 }
 
@@ -305,6 +320,6 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         cli_prose(stdout, 0, 3, "who attends to whom (the top three weights of each word)");
         explain_summary(m, ex, a->causal);
     }
-    if (!a->step) print_closing(a);
+    if (!a->step) print_closing(a, m);
 }
 

@@ -1039,6 +1039,21 @@ def test_modes_own_words():
            "recurrent network" in flat(r.stdout))
 
 
+def test_closing_says_where_the_weights_came_from():
+    """The closing's last sentence says where the head's weights came from: it
+    said "these weights were wired by hand" after the trained head, the random
+    one and weights read from files too."""
+    np.save(os.path.join(TMP, "w84c.npy"), np.random.default_rng(4).standard_normal((8, 4)))
+    own = ("--wq", "w84c.npy", "--wk", "w84c.npy", "--wv", "w84c.npy")
+    for name, args, said in (("wired", (), "wired by hand"), ("where_rope", ("--positions", "rope"), "wired by hand"),
+                             ("trained", ("--trained",), "were learned"), ("random", ("--random-head",), "are random"),
+                             ("custom", own, "the ones you gave")):
+        r = run("explain", *args)
+        closing = flat(r.stdout.split("All of it is one line")[-1])
+        report(f"closing_weights_origin_{name}", r.returncode == 0 and said in closing and
+               (name in ("wired", "where_rope") or "wired by hand" not in closing), closing)
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1422,6 +1437,7 @@ def main():
     test_text_output()
     test_learner_text()
     test_modes_own_words()
+    test_closing_says_where_the_weights_came_from()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
