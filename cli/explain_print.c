@@ -230,9 +230,11 @@ static const char *weights_origin(const char *head) {
 static void print_closing(const explain_args *a, const explain_model *m) {
     printf("\n");
     if (a->mode == ATTN_EXPLAIN_AVERAGE) {
-        cli_prose(stdout, 3, 3, "All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j. "
-                  "Every word gets the same blend, whatever it is: nothing is matched. The next step, --mode dot, "
-                  "lets each pair's dot product decide the weights.");
+        /* Under the causal mask word i averages the i + 1 words up to it: the blends differ. */
+        cli_prose(stdout, 3, 3, "All of it is one line: output_i = the average of the x_j it sees, %s, whatever "
+                  "word it is: nothing is matched. The next step, --mode dot, lets each pair's dot product decide "
+                  "the weights.",
+                  a->causal ? "(1/(i+1)) sum_{j<=i} x_j, the words up to it" : "(1/n) sum_j x_j, the same blend for every word");
     } else if (a->mode == ATTN_EXPLAIN_DOT) {
         cli_prose(stdout, 3, 3, "All of it is one line: output = softmax(X X^T) X, the words' own vectors as queries, "
                   "keys and values. A word matches itself best, and a word's question and its answer are the same "
@@ -243,6 +245,9 @@ static void print_closing(const explain_args *a, const explain_model *m) {
                   "head asks one question per word; real models run many heads at once. %s",
                   a->positions ? "With positions, word order counts: shuffle the sentence and the weights change, "
                                  "not only their order."
+                  : a->causal ? "Only the causal mask sees word order here: shuffle the sentence and each word sees "
+                                "other words before it, so the outputs change, not only their order (--positions "
+                                "sinusoidal or rope gives the head positions of its own)."
                                : "Nothing here knows word order: shuffle the sentence and each word's output only "
                                  "moves with it (--positions sinusoidal or rope adds it).",
                   weights_origin(m->head));

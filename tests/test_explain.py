@@ -1054,6 +1054,22 @@ def test_closing_says_where_the_weights_came_from():
                (name in ("wired", "where_rope") or "wired by hand" not in closing), closing)
 
 
+def test_closing_under_the_causal_mask():
+    """Under --causal the closing does not say that shuffling only moves each
+    word's output (the mask makes the outputs change: checked here on the
+    JSON), nor, in mode average, that every word gets the same (1/n) blend."""
+    shuffled = "mat the on sat cat the"
+    a, b = explain_json("--causal", DEFAULT), explain_json("--causal", shuffled)
+    moved = np.array(a["output"])[[5, 0, 3, 2, 1, 4]]
+    changes = not np.allclose(np.array(b["output"]), moved)
+    for mode in ("qkv", "average"):
+        r = run("explain", "--causal", "--mode", mode)
+        closing = flat(r.stdout.split("All of it is one line")[-1])
+        report(f"closing_causal_{mode}_word_order", r.returncode == 0 and changes and "only moves with it" not in closing
+               and "same blend" not in closing and "(1/n)" not in closing and
+               ("causal mask sees word order" in closing if mode == "qkv" else "(1/(i+1))" in closing), closing)
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1438,6 +1454,7 @@ def main():
     test_learner_text()
     test_modes_own_words()
     test_closing_says_where_the_weights_came_from()
+    test_closing_under_the_causal_mask()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
