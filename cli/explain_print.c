@@ -237,7 +237,8 @@ static void print_closing(const explain_args *a, const explain_model *m) {
                   a->causal ? "(1/(i+1)) sum_{j<=i} x_j, the words up to it" : "(1/n) sum_j x_j, the same blend for every word");
     } else if (a->mode == ATTN_EXPLAIN_DOT) {
         cli_prose(stdout, 3, 3, "All of it is one line: output = softmax(X X^T) X, the words' own vectors as queries, "
-                  "keys and values. A word matches itself best, and a word's question and its answer are the same "
+                  "keys and values. Words that look alike match (a word's own score, |x|^2, need not be its row's "
+                  "largest: a longer vector can outscore it), and a word's question and its answer are the same "
                   "vector. --mode qkv gives each word three different ones through W_Q, W_K and W_V, and divides "
                   "the scores by sqrt(d_k).");
     } else {

@@ -1070,6 +1070,21 @@ def test_closing_under_the_causal_mask():
                ("causal mask sees word order" in closing if mode == "qkv" else "(1/(i+1))" in closing), closing)
 
 
+def test_closing_mode_dot_self_match():
+    """--mode dot's closing said "a word matches itself best"; on the six-token
+    example "starts" gives "journey" more weight than itself (x_i . x_j can
+    exceed |x_i|^2 when x_j is longer), so the closing must not say so."""
+    six = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64], [0.22, 0.58, 0.33],
+                    [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+    np.save(os.path.join(TMP, "six_dot.npy"), six)
+    args = ("--embeddings", "six_dot.npy", "--mode", "dot")
+    w = mat(explain_json(*args), "weights")
+    r = run("explain", *args)
+    closing = flat(r.stdout.split("All of it is one line")[-1])
+    report("closing_mode_dot_no_self_match_claim", r.returncode == 0 and w[2].argmax() == 1 and
+           "matches itself best" not in closing and "softmax(X X^T) X" in closing, closing)
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1455,6 +1470,7 @@ def main():
     test_modes_own_words()
     test_closing_says_where_the_weights_came_from()
     test_closing_under_the_causal_mask()
+    test_closing_mode_dot_self_match()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
