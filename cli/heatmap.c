@@ -58,8 +58,8 @@ static int label_width(const char *const *labels, int n, int min, int max) {
     return w > max ? max : w;
 }
 
-/* A column label in w columns: whole, or cut with "…" (so "preposition" is
- * "prepos…" in 7). */
+/* A label in w columns: whole, or cut with "…" (so "preposition" is
+ * "prepos…" in 7): a label cut without it reads as another word. */
 static void print_header(FILE *f, const char *s, int w) {
     if (cli_display_width(s) <= w) {
         print_cell_text(f, s, w);
@@ -85,7 +85,7 @@ static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int r
     fputc('\n', f);
     for (int i = 0; i < m->rows; i++) {
         fputs("   ", f);
-        print_cell_text(f, m->row_labels ? m->row_labels[i] : "", rw);
+        print_header(f, m->row_labels ? m->row_labels[i] : "", rw); /* a long label cut with "…", as a column's */
         for (int j = c0; j < c1; j++) {
             double x = m->data[i * m->cols + j];
             bool masked = m->causal && j > i;

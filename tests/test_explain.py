@@ -1085,6 +1085,21 @@ def test_closing_mode_dot_self_match():
            "matches itself best" not in closing and "softmax(X X^T) X" in closing, closing)
 
 
+def test_long_row_labels_cut_with_ellipsis():
+    """A row label longer than the label column (12) is cut with "…", as a
+    column label is: W_O's row "2:preposition" read "2:prepositio", and two
+    labels that differ past the cut read as one."""
+    r = run("explain", "--heads", "2", env={"COLUMNS": "100"})
+    rows = [l.split()[0] for l in r.stdout.split("W_O: each head")[-1].split("output = concat")[0].splitlines() if re.search(r"\d\.\d{3}", l)]
+    report("row_label_cut_with_ellipsis_w_o", r.returncode == 0 and "2:prepositi…" in rows and
+           "2:prepositio" not in rows, str(rows))
+    np.save(os.path.join(TMP, "e2l.npy"), np.eye(2))
+    r = run("explain", "--embeddings", "e2l.npy", "--mode", "dot", "--tokens", "riverbank_north,riverbank_south",
+            "--step", "weights")
+    rows = [l.split()[0] for l in r.stdout.splitlines() if re.search(r"\d\.\d{3}$", l)]
+    report("row_label_cut_with_ellipsis_tokens", r.returncode == 0 and rows == ["riverbank_n…", "riverbank_s…"], str(rows))
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1471,6 +1486,7 @@ def main():
     test_closing_says_where_the_weights_came_from()
     test_closing_under_the_causal_mask()
     test_closing_mode_dot_self_match()
+    test_long_row_labels_cut_with_ellipsis()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
