@@ -185,8 +185,12 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
             explain_matrix(m->X_src, m->n_src, m->d_model, m->src_tokens, m->features, CLI_DIVERGING, false, colour);
         }
         if (ex->P) {
-            explain_heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
-                    "Added to X, so that the projections see which word is where: X + P goes on.");
+            /* Column pairs sin, cos: one frequency per pair, the last one alone when d_model is odd. */
+            char title[96];
+            int freqs = (m->d_model + 1) / 2;
+            snprintf(title, sizeof title, "P: where each word is, sin and cos of its position at %d frequenc%s", freqs,
+                     freqs == 1 ? "y" : "ies");
+            explain_heading(title, n, m->d_model, "Added to X, so that the projections see which word is where: X + P goes on.");
             char **pl = calloc((size_t)m->d_model, sizeof *pl); /* sin0 cos0 sin1 ...: frequency j / 2 */
             for (int j = 0; pl && j < m->d_model; j++)
                 if ((pl[j] = malloc(16))) snprintf(pl[j], 16, "%s%d", j % 2 ? "cos" : "sin", j / 2);

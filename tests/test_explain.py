@@ -1100,6 +1100,21 @@ def test_long_row_labels_cut_with_ellipsis():
     report("row_label_cut_with_ellipsis_tokens", r.returncode == 0 and rows == ["riverbank_n…", "riverbank_s…"], str(rows))
 
 
+def test_sinusoidal_heading_counts_frequencies():
+    """P's heading counts its frequencies, one per pair of columns (sin, cos):
+    it said "at 4 frequencies" whatever d_model --embeddings gave."""
+    rng = np.random.default_rng(5)
+    for d_model, freqs in ((8, "4 frequencies"), (5, "3 frequencies"), (2, "1 frequency"), (12, "6 frequencies")):
+        np.save(os.path.join(TMP, f"xp{d_model}.npy"), rng.standard_normal((3, d_model)))
+        np.save(os.path.join(TMP, f"wp{d_model}.npy"), rng.standard_normal((d_model, 2)))
+        w = f"wp{d_model}.npy"
+        r = run("explain", "--embeddings", f"xp{d_model}.npy", "--wq", w, "--wk", w, "--wv", w, "--positions", "sinusoidal",
+                "--step", "x")
+        heading = [l for l in r.stdout.splitlines() if l.startswith("P: ")]
+        report(f"sinusoidal_heading_{d_model}_columns", r.returncode == 0 and len(heading) == 1 and
+               f"at {freqs} " in heading[0], str(heading))
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1487,6 +1502,7 @@ def main():
     test_closing_under_the_causal_mask()
     test_closing_mode_dot_self_match()
     test_long_row_labels_cut_with_ellipsis()
+    test_sinusoidal_heading_counts_frequencies()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
