@@ -298,7 +298,7 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         char title[160];
         if (a->mode == ATTN_EXPLAIN_AVERAGE)
             snprintf(title, sizeof title, "scores x 0: every pair gets the same score (plain averaging)");
-        else if (ex->scale == 1.0)
+        else if (!qkv || a->no_scale) /* not the scale's value: with d_k = 1 the division is by sqrt(1) */
             snprintf(title, sizeof title, "scores, not scaled%s", a->causal ? ", future masked" : "");
         else
             snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
@@ -308,7 +308,7 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
                                    "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
                                    "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
                                    "   come out sqrt(32), almost 6 times, too small."
-                             : qkv && ex->scale != 1.0 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
+                             : qkv && !a->no_scale ? "Dividing keeps the scores' spread near 1 whatever d_k is."
                                                        : NULL);
         explain_matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }

@@ -1115,6 +1115,21 @@ def test_sinusoidal_heading_counts_frequencies():
                f"at {freqs} " in heading[0], str(heading))
 
 
+def test_scaled_heading_with_d_k_1():
+    """With d_k = 1 the scores are divided by sqrt(1): the scaled step says so.
+    Its heading was chosen by the scale's value, 1, and said "not scaled", as
+    --no-scale's does."""
+    rng = np.random.default_rng(6)
+    np.save(os.path.join(TMP, "x41.npy"), rng.standard_normal((4, 3)))
+    np.save(os.path.join(TMP, "w31.npy"), rng.standard_normal((3, 1)))
+    own = ("--embeddings", "x41.npy", "--wq", "w31.npy", "--wk", "w31.npy", "--wv", "w31.npy", "--step", "scaled")
+    r = run("explain", *own)
+    report("scaled_heading_d_k_1_divides_by_1", r.returncode == 0 and "Q K^T / sqrt(d_k) = Q K^T / 1 " in r.stdout and
+           "not scaled" not in r.stdout, r.stdout[:200])
+    r = run("explain", *own, "--no-scale")
+    report("scaled_heading_no_scale_not_scaled", r.returncode == 0 and "scores, not scaled" in r.stdout, r.stdout[:200])
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1503,6 +1518,7 @@ def main():
     test_closing_mode_dot_self_match()
     test_long_row_labels_cut_with_ellipsis()
     test_sinusoidal_heading_counts_frequencies()
+    test_scaled_heading_with_d_k_1()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
