@@ -85,7 +85,11 @@ static void print_text(const explain_args *a, const explain_model *m, attn_expla
     for (int h = 0; cl && h < heads; h++)
         for (int j = 0; j < DK; j++) {
             const char *f = attn_toy_value_feature(HEADS[h], j);
-            if ((cl[h * DK + j] = malloc(24))) snprintf(cl[h * DK + j], 24, "%d:%s", h + 1, f ? f : "v");
+            /* The untrained head's values have no names: numbered, as its JSON's v0..v3, not four alike "3:v". */
+            if ((cl[h * DK + j] = malloc(24))) {
+                if (f) snprintf(cl[h * DK + j], 24, "%d:%s", h + 1, f);
+                else snprintf(cl[h * DK + j], 24, "%d:v%d", h + 1, j);
+            }
         }
     explain_heading("concat: each head's output, side by side", m->n, heads * DK,
                     "What every head found for each word, one block of columns per head.");

@@ -1136,6 +1136,21 @@ def test_scaled_heading_with_d_k_1():
     report("scaled_heading_no_scale_not_scaled", r.returncode == 0 and "scores, not scaled" in r.stdout, r.stdout[:200])
 
 
+def test_heads_untrained_columns_numbered():
+    """--heads 3: the untrained head's value columns, in the concat and W_O's
+    rows, are numbered 3:v0 .. 3:v3, as its JSON's v0 .. v3; all four were
+    "3:v", and which was which could not be read."""
+    r = run("explain", "--heads", "3", "--step", "output", env={"COLUMNS": "200"})
+    concat = r.stdout.split("concat:")[-1].split("W_O:")[0]
+    header = [l.split() for l in concat.splitlines() if "1:noun" in l]
+    w_o = [l.split()[0] for l in r.stdout.split("W_O: each head")[-1].split("output = concat")[0].splitlines()
+           if re.search(r"\d\.\d{3}", l)]
+    want = ["3:v0", "3:v1", "3:v2", "3:v3"]
+    report("heads_untrained_columns_numbered", r.returncode == 0 and len(header) == 1 and header[0][-4:] == want and
+           w_o[-4:] == want and explain_json("--heads", "3")["heads"][2]["value_features"] == ["v0", "v1", "v2", "v3"],
+           f"{header} {w_o[-4:]}")
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1525,6 +1540,7 @@ def main():
     test_long_row_labels_cut_with_ellipsis()
     test_sinusoidal_heading_counts_frequencies()
     test_scaled_heading_with_d_k_1()
+    test_heads_untrained_columns_numbered()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
