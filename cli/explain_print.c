@@ -166,13 +166,15 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
         char line[ATTN_TOY_MAX_TOKENS * 48]; /* the words (or ids), one after another */
         printf("\ntokens  (%d)\n", n);
         cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->tokens, NULL, n));
+        /* The ids right under the words they belong to: after the source's
+         * words they read as the source's. */
+        if (m->ids) /* the lookup: each word's id is its row of the embedding table */
+            cli_prose(stdout, 3, 8, "ids: %s   (rows of the embedding table E, %d words x %d features: attn explain "
+                      "--vocab)", join(line, sizeof line, NULL, m->ids, n), attn_toy_vocab_size(), m->d_model);
         if (m->src_tokens) { /* cross-attention: the words that are read */
             cli_prose(stdout, 0, 3, "source tokens  (%d): keys and values come from these", m->n_src);
             cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->src_tokens, NULL, m->n_src));
         }
-        if (m->ids) /* the lookup: each word's id is its row of the embedding table */
-            cli_prose(stdout, 3, 8, "ids: %s   (rows of the embedding table E, %d words x %d features: attn explain "
-                      "--vocab)", join(line, sizeof line, NULL, m->ids, n), attn_toy_vocab_size(), m->d_model);
     }
     if (show(a, "x")) {
         explain_heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"

@@ -1151,6 +1151,18 @@ def test_heads_untrained_columns_numbered():
            f"{header} {w_o[-4:]}")
 
 
+def test_source_ids_under_their_words():
+    """With --source the tokens step's "ids:" line, the query sentence's, comes
+    right after that sentence's words: it came after the source's words, and
+    read as theirs."""
+    r = run("explain", "--step", "tokens", "--source", "my dog chased a ball", "the cat sat")
+    lines = [l.strip() for l in r.stdout.splitlines() if l.strip()]
+    at = lines.index("the cat sat") if "the cat sat" in lines else -1
+    want = "ids: " + " ".join(str(attn_ids(w)) for w in ("the", "cat", "sat"))
+    report("source_ids_under_their_words", r.returncode == 0 and at >= 0 and at + 1 < len(lines) and
+           lines[at + 1].startswith(want + " ") and lines.index("my dog chased a ball") > at + 1, "\n".join(lines))
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1541,6 +1553,7 @@ def main():
     test_sinusoidal_heading_counts_frequencies()
     test_scaled_heading_with_d_k_1()
     test_heads_untrained_columns_numbered()
+    test_source_ids_under_their_words()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
