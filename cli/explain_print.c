@@ -138,7 +138,8 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n;
     if (!a->step) {
-        printf("Self-attention, step by step\n");
+        /* With --source the keys and values come from another sentence: not self-attention. */
+        printf("%s, step by step\n", m->src_tokens ? "Cross-attention" : "Self-attention");
         if (qkv)
             cli_prose(stdout, 3, 5, "mode qkv, head %s, d_model %d, d_k %d%s%s", m->head, m->d_model, ex->d_k,
                       a->causal ? ", causal" : "", a->no_scale ? ", no scaling" : "");

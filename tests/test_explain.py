@@ -1163,6 +1163,15 @@ def test_source_ids_under_their_words():
            lines[at + 1].startswith(want + " ") and lines.index("my dog chased a ball") > at + 1, "\n".join(lines))
 
 
+def test_source_titled_cross_attention():
+    """With --source the text's title says cross-attention: it said
+    "Self-attention, step by step" over keys and values from another sentence."""
+    r = run("explain", "--source", "my dog chased a ball", "the cat sat")
+    plain = run("explain")
+    report("source_titled_cross_attention", r.returncode == 0 and r.stdout.startswith("Cross-attention, step by step\n")
+           and plain.stdout.startswith("Self-attention, step by step\n"), r.stdout[:80])
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1554,6 +1563,7 @@ def main():
     test_scaled_heading_with_d_k_1()
     test_heads_untrained_columns_numbered()
     test_source_ids_under_their_words()
+    test_source_titled_cross_attention()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
