@@ -249,8 +249,14 @@ static void print_closing(const explain_args *a, const explain_model *m) {
                   "vector. --mode qkv gives each word three different ones through W_Q, W_K and W_V, and divides "
                   "the scores by sqrt(d_k).");
     } else {
-        cli_prose(stdout, 3, 3, "All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V. %s One "
-                  "head asks one question per word; real models run many heads at once. %s",
+        /* The line that was computed: --no-scale and --scale-by d_model left the paper's. */
+        cli_prose(stdout, 3, 3, "All of it is one line: %s %s One head asks one question per word; real models run many "
+                  "heads at once. %s",
+                  a->no_scale ? "output = softmax(Q K^T) V, the paper's Attention(Q, K, V) without its division by "
+                                "sqrt(d_k)."
+                  : a->scale_by_d_model ? "output = softmax(Q K^T / sqrt(d_model)) V, where the paper's Attention(Q, K, V) "
+                                          "divides by sqrt(d_k)."
+                                        : "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.",
                   a->positions ? "With positions, word order counts: shuffle the sentence and the weights change, "
                                  "not only their order."
                   : a->causal ? "Only the causal mask sees word order here: shuffle the sentence and each word sees "

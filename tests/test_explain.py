@@ -1172,6 +1172,19 @@ def test_source_titled_cross_attention():
            and plain.stdout.startswith("Self-attention, step by step\n"), r.stdout[:80])
 
 
+def test_closing_line_is_what_ran():
+    """The closing's "All of it is one line" is the line computed: with
+    --no-scale and --scale-by d_model it gave softmax(Q K^T / sqrt(d_k)) V,
+    which neither computes."""
+    for args, line in ((("--no-scale",), "output = softmax(Q K^T) V,"),
+                       (("--scale-by", "d_model"), "output = softmax(Q K^T / sqrt(d_model)) V,"),
+                       ((), "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.")):
+        r = run("explain", *args)
+        closing = flat(r.stdout.split("All of it is one line:")[-1])
+        report(f"closing_line_{'_'.join(a.strip('-') for a in args) or 'default'}", r.returncode == 0 and
+               closing.startswith(line), closing[:120])
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1564,6 +1577,7 @@ def main():
     test_heads_untrained_columns_numbered()
     test_source_ids_under_their_words()
     test_source_titled_cross_attention()
+    test_closing_line_is_what_ran()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
