@@ -1185,6 +1185,15 @@ def test_closing_line_is_what_ran():
                closing.startswith(line), closing[:120])
 
 
+def test_heads_tied_named():
+    """--heads N --tied: each head's JSON "head" ends in ", tied", as one head's
+    does (docs/explainer.md); W_K was W_Q but the names said "wired", "where"."""
+    j = explain_json("--heads", "3", "--tied")
+    names = [h["head"] for h in j["heads"]]
+    report("heads_tied_named", names == ["wired, tied", "where, tied", "random, tied"] and
+           all(h["W_K"] == h["W_Q"] for h in j["heads"]), str(names))
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1578,6 +1587,7 @@ def main():
     test_source_ids_under_their_words()
     test_source_titled_cross_attention()
     test_closing_line_is_what_ran()
+    test_heads_tied_named()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
