@@ -112,12 +112,15 @@ int explain_heads(const explain_args *a, const explain_model *m, cli_colours col
     double *concat = calloc((size_t)(m->n * heads * DK), sizeof(double)), wo[MAX_HEADS * DK * DM];
     double *out = calloc((size_t)(m->n * DM), sizeof(double));
     int code = concat && out ? 0 : cli_error(EXIT_DATA, "out of memory");
-    char names[MAX_HEADS][32]; /* as one head's JSON names it: ", tied" after the head's name */
+    char names[MAX_HEADS][32]; /* as one head's JSON names it: "wired for word order", ", tied" */
     for (int h = 0; h < heads && !code; h++) {
         attn_error err;
-        attn_toy_weights(wq[h], wk[h], wv[h], HEADS[h], NULL);
+        /* With RoPE the wired head is wired for word order, as it is alone and on the page. */
+        bool order = h == 0 && a->positions == ATTN_EXPLAIN_ROPE;
+        attn_toy_weights(wq[h], wk[h], wv[h], order ? ATTN_TOY_ORDER : HEADS[h], NULL);
         if (a->tied) memcpy(wk[h], wq[h], sizeof wq[h]);
-        snprintf(names[h], sizeof names[h], "%s%s", h == 0 ? "wired" : h == 1 ? "where" : "random", a->tied ? ", tied" : "");
+        snprintf(names[h], sizeof names[h], "%s%s", order ? "wired for word order" : h == 0 ? "wired" : h == 1 ? "where" : "random",
+                 a->tied ? ", tied" : "");
         in[h] = (attn_explain_input){m->n, DM, DK, DK, m->X, wq[h], wk[h], wv[h], ATTN_EXPLAIN_QKV, a->causal, a->no_scale,
                                      a->scale_by_d_model, a->positions, m->X_src, m->n_src};
         if (attn_explain_run(&ex[h], &in[h], &err)) code = cli_error(EXIT_DATA, "%s", err.message);

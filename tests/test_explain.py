@@ -1194,6 +1194,18 @@ def test_heads_tied_named():
            all(h["W_K"] == h["W_Q"] for h in j["heads"]), str(names))
 
 
+def test_heads_rope_first_head_wired_for_word_order():
+    """--heads N --positions rope: the first head is the word-order wiring, as
+    one head is under RoPE (and the page's first head): it was the plain
+    wired head, turned by RoPE, whose weights differ from --positions rope's."""
+    fox = "the quick brown fox jumped over the lazy dog"
+    one = explain_json("--positions", "rope", fox)
+    first = explain_json("--heads", "2", "--positions", "rope", fox)["heads"][0]
+    report("heads_rope_first_head_wired_for_word_order", first["head"] == one["head"] == "wired for word order" and
+           first["W_Q"] == one["W_Q"] and np.array_equal(mat(first, "weights"), mat(one, "weights")),
+           f"{first['head']}: {mat(first, 'weights')[1]}")
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1588,6 +1600,7 @@ def main():
     test_source_titled_cross_attention()
     test_closing_line_is_what_ran()
     test_heads_tied_named()
+    test_heads_rope_first_head_wired_for_word_order()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
