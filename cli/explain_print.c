@@ -89,11 +89,15 @@ static bool nearly_uniform(const double *row, int n, bool causal, int i) {
 void explain_summary(const explain_model *m, const attn_explain *ex, bool causal) {
     int w = 4, nk = ex->n_keys, width = cli_width(stdout);
     char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
+    /* Labels as the matrices show them: a long one cut with "…", so that the lines fit. */
     for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
+    if (w > CLI_LABEL_COLUMNS) w = CLI_LABEL_COLUMNS;
     for (int i = 0; i < m->n; i++) {
         const double *row = ex->weights + (size_t)i * nk;
         bool used[ATTN_TOY_MAX_TOKENS] = {false};
-        printf("   %s%*s ->", m->tokens[i], w - cli_display_width(m->tokens[i]), "");
+        printf("   ");
+        cli_print_label_left(stdout, m->tokens[i], w);
+        printf(" ->");
         int col = 3 + w + 3;
         if (nearly_uniform(row, nk, causal, i)) { /* the long form when it fits */
             double share = 100.0 / (causal ? i + 1 : nk);
@@ -112,10 +116,13 @@ void explain_summary(const explain_model *m, const attn_explain *ex, bool causal
             if (row[best] <= 0) break;
             /* "  word NN% " and the bar: an entry that would not fit the line is left out. */
             long eighths = lround(row[best] * 10 * 8); /* as cli_print_bar draws it */
-            int need = 2 + cli_display_width(keys[best]) + 5 + (int)(eighths / 8 + (eighths % 8 != 0));
+            int kw = cli_display_width(keys[best]) < CLI_LABEL_COLUMNS ? cli_display_width(keys[best]) : CLI_LABEL_COLUMNS;
+            int need = 2 + kw + 5 + (int)(eighths / 8 + (eighths % 8 != 0));
             if (k && col + need > width) break;
             col += need;
-            printf("  %s %2.0f%% ", keys[best], 100 * row[best]);
+            printf("  ");
+            cli_print_label_left(stdout, keys[best], kw);
+            printf(" %2.0f%% ", 100 * row[best]);
             cli_print_bar(stdout, row[best], 10);
         }
         printf("\n");

@@ -1206,6 +1206,19 @@ def test_heads_rope_first_head_wired_for_word_order():
            f"{first['head']}: {mat(first, 'weights')[1]}")
 
 
+def test_summary_long_labels_fit():
+    """The summary cuts a long label with "…" at 12 columns, as the matrices
+    do: a 40-letter --tokens label made every summary line wider than the
+    terminal."""
+    np.save(os.path.join(TMP, "e3s.npy"), np.eye(3))
+    long = "a" * 40
+    r = run("explain", "--embeddings", "e3s.npy", "--mode", "dot", "--tokens", f"{long},b,c", "--step", "summary",
+            env={"COLUMNS": "60"})
+    lines = [l for l in r.stdout.splitlines() if "->" in l]
+    report("summary_long_labels_fit", r.returncode == 0 and len(lines) == 3 and max(display_width(l) for l in lines) <= 60
+           and lines[0].startswith("   " + "a" * 11 + "… ->") and ("  " + "a" * 11 + "… 58%") in lines[0], "\n".join(lines))
+
+
 def test_errors():
     # --vocab and --cost print a table of their own and take nothing beside
     # them, --color included, as their --help says
@@ -1601,6 +1614,7 @@ def main():
     test_closing_line_is_what_ran()
     test_heads_tied_named()
     test_heads_rope_first_head_wired_for_word_order()
+    test_summary_long_labels_fit()
     test_width()
     test_terminal_width()
     test_terminal_width_40()
