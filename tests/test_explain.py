@@ -1006,7 +1006,9 @@ def test_terminal_width():
                        f"text: {broken[:8]}")
 
 
-# The teaching commands at 40 columns (a phone's terminal, a split pane): the
+# The teaching commands at 40 columns (a phone's terminal, a split pane), and
+# their help (`attn explain --help`'s "docs/explainer.md);" ran to column 42,
+# a word too long for its option's column that now starts left of it): the
 # summary's heading and its "nearly uniform" rows, cross-attention's source
 # line, the online softmax's states and `attn train`'s heading and loss curve
 # once ran past the edge there, while 60 and 80 fit.
@@ -1014,7 +1016,7 @@ NARROW_COMMANDS = [
     ("explain",), ("explain", "--mode", "average"), ("explain", "--heads", "3", "my dog chased a ball in the park"),
     ("explain", "--positions", "rope", "the quick brown fox jumped over the lazy dog"),
     ("explain", "--source", "my dog chased a ball in the park", "the cat sat"), ("explain", "--kernel"),
-    ("train", "--steps", "50"),
+    ("train", "--steps", "50"), ("explain", "--help"), ("scaling", "--help"), ("train", "--help"),
 ]
 
 
