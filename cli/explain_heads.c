@@ -85,9 +85,10 @@ static void print_text(const explain_args *a, const explain_model *m, attn_expla
         for (int j = 0; j < DK; j++) {
             const char *f = attn_toy_value_feature(HEADS[h], j);
             /* The untrained head's values have no names: numbered, as its JSON's v0..v3, not four alike "3:v". */
-            if ((cl[h * DK + j] = malloc(24))) {
-                if (f) snprintf(cl[h * DK + j], 24, "%d:%s", h + 1, f);
-                else snprintf(cl[h * DK + j], 24, "%d:v%d", h + 1, j);
+            enum { LABEL = 32 }; /* "%d:v%d" of any two ints fits: the sanitizer build's -Wformat-truncation */
+            if ((cl[h * DK + j] = malloc(LABEL))) {
+                if (f) snprintf(cl[h * DK + j], LABEL, "%d:%s", h + 1, f);
+                else snprintf(cl[h * DK + j], LABEL, "%d:v%d", h + 1, j);
             }
         }
     explain_heading("concat: each head's output, side by side", m->n, heads * DK,
