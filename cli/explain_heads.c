@@ -35,14 +35,13 @@ static void put_matrix_json(const char *key, const double *d, int rows, int cols
 
 /* {"heads": [each head's explain JSON], "concat", "W_O", "output"}. */
 static int print_json(const explain_model *m, attn_explain *ex, const attn_explain_input *in, int heads,
-                      const double *concat, const double *wo, const double *out) {
+                      const char (*names)[32], const double *concat, const double *wo, const double *out) {
     printf("{\n  \"heads\": [\n");
     for (int h = 0; h < heads; h++) {
-        static const char *const NAMES[MAX_HEADS] = {"wired", "where", "random"};
         static const char *const NUMBERED[DK] = {"v0", "v1", "v2", "v3"}; /* the untrained head's values */
         const char *vals[DK];
         for (int j = 0; j < DK; j++) vals[j] = attn_toy_value_feature(HEADS[h], j) ? attn_toy_value_feature(HEADS[h], j) : NUMBERED[j];
-        attn_explain_labels labels = {(const char *const *)m->tokens, (const char *const *)m->features, vals, NAMES[h],
+        attn_explain_labels labels = {(const char *const *)m->tokens, (const char *const *)m->features, vals, names[h],
                                       (const char *const *)m->src_tokens};
         size_t len = 0;
         attn_error err;
@@ -85,7 +84,12 @@ static void print_text(const explain_args *a, const explain_model *m, attn_expla
     for (int h = 0; cl && h < heads; h++)
         for (int j = 0; j < DK; j++) {
             const char *f = attn_toy_value_feature(HEADS[h], j);
-            if ((cl[h * DK + j] = malloc(24))) snprintf(cl[h * DK + j], 24, "%d:%s", h + 1, f ? f : "v");
+            /* The untrained head's values have no names: numbered, as its JSON's v0..v3, not four alike "3:v". */
+            enum { LABEL = 32 }; /* "%d:v%d" of any two ints fits: the sanitizer build's -Wformat-truncation */
+            if ((cl[h * DK + j] = malloc(LABEL))) {
+                if (f) snprintf(cl[h * DK + j], LABEL, "%d:%s", h + 1, f);
+                else snprintf(cl[h * DK + j], LABEL, "%d:v%d", h + 1, j);
+            }
         }
     explain_heading("concat: each head's output, side by side", m->n, heads * DK,
                     "What every head found for each word, one block of columns per head.");
@@ -109,10 +113,15 @@ int explain_heads(const explain_args *a, const explain_model *m, cli_colours col
     double *concat = calloc((size_t)(m->n * heads * DK), sizeof(double)), wo[MAX_HEADS * DK * DM];
     double *out = calloc((size_t)(m->n * DM), sizeof(double));
     int code = concat && out ? 0 : cli_error(EXIT_DATA, "out of memory");
+    char names[MAX_HEADS][32]; /* as one head's JSON names it: "wired for word order", ", tied" */
     for (int h = 0; h < heads && !code; h++) {
         attn_error err;
-        attn_toy_weights(wq[h], wk[h], wv[h], HEADS[h], NULL);
+        /* With RoPE the wired head is wired for word order, as it is alone and on the page. */
+        bool order = h == 0 && a->positions == ATTN_EXPLAIN_ROPE;
+        attn_toy_weights(wq[h], wk[h], wv[h], order ? ATTN_TOY_ORDER : HEADS[h], NULL);
         if (a->tied) memcpy(wk[h], wq[h], sizeof wq[h]);
+        snprintf(names[h], sizeof names[h], "%s%s", order ? "wired for word order" : h == 0 ? "wired" : h == 1 ? "where" : "random",
+                 a->tied ? ", tied" : "");
         in[h] = (attn_explain_input){m->n, DM, DK, DK, m->X, wq[h], wk[h], wv[h], ATTN_EXPLAIN_QKV, a->causal, a->no_scale,
                                      a->scale_by_d_model, a->positions, m->X_src, m->n_src};
         if (attn_explain_run(&ex[h], &in[h], &err)) code = cli_error(EXIT_DATA, "%s", err.message);
@@ -123,7 +132,7 @@ int explain_heads(const explain_args *a, const explain_model *m, cli_colours col
         for (int i = 0; i < m->n; i++)
             for (int f = 0; f < DM; f++)
                 for (int c = 0; c < heads * DK; c++) out[i * DM + f] += concat[i * heads * DK + c] * wo[c * DM + f];
-        if (a->json) code = print_json(m, ex, in, heads, concat, wo, out);
+        if (a->json) code = print_json(m, ex, in, heads, (const char (*)[32])names, concat, wo, out);
         else print_text(a, m, ex, heads, concat, wo, out, colour);
     }
     for (int h = 0; h < heads; h++) attn_explain_free(&ex[h]);

@@ -89,11 +89,15 @@ static bool nearly_uniform(const double *row, int n, bool causal, int i) {
 void explain_summary(const explain_model *m, const attn_explain *ex, bool causal) {
     int w = 4, nk = ex->n_keys, width = cli_width(stdout);
     char **keys = m->src_tokens ? m->src_tokens : m->tokens; /* cross-attention: the source's words */
+    /* Labels as the matrices show them: a long one cut with "…", so that the lines fit. */
     for (int i = 0; i < m->n; i++) w = cli_display_width(m->tokens[i]) > w ? cli_display_width(m->tokens[i]) : w;
+    if (w > CLI_LABEL_COLUMNS) w = CLI_LABEL_COLUMNS;
     for (int i = 0; i < m->n; i++) {
         const double *row = ex->weights + (size_t)i * nk;
         bool used[ATTN_TOY_MAX_TOKENS] = {false};
-        printf("   %s%*s ->", m->tokens[i], w - cli_display_width(m->tokens[i]), "");
+        printf("   ");
+        cli_print_label_left(stdout, m->tokens[i], w);
+        printf(" ->");
         int col = 3 + w + 3;
         if (nearly_uniform(row, nk, causal, i)) { /* the long form when it fits */
             double share = 100.0 / (causal ? i + 1 : nk);
@@ -112,10 +116,13 @@ void explain_summary(const explain_model *m, const attn_explain *ex, bool causal
             if (row[best] <= 0) break;
             /* "  word NN% " and the bar: an entry that would not fit the line is left out. */
             long eighths = lround(row[best] * 10 * 8); /* as cli_print_bar draws it */
-            int need = 2 + cli_display_width(keys[best]) + 5 + (int)(eighths / 8 + (eighths % 8 != 0));
+            int kw = cli_display_width(keys[best]) < CLI_LABEL_COLUMNS ? cli_display_width(keys[best]) : CLI_LABEL_COLUMNS;
+            int need = 2 + kw + 5 + (int)(eighths / 8 + (eighths % 8 != 0));
             if (k && col + need > width) break;
             col += need;
-            printf("  %s %2.0f%% ", keys[best], 100 * row[best]);
+            printf("  ");
+            cli_print_label_left(stdout, keys[best], kw);
+            printf(" %2.0f%% ", 100 * row[best]);
             cli_print_bar(stdout, row[best], 10);
         }
         printf("\n");
@@ -138,7 +145,8 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
     bool qkv = a->mode == ATTN_EXPLAIN_QKV;
     int n = m->n;
     if (!a->step) {
-        printf("Self-attention, step by step\n");
+        /* With --source the keys and values come from another sentence: not self-attention. */
+        printf("%s, step by step\n", m->src_tokens ? "Cross-attention" : "Self-attention");
         if (qkv)
             cli_prose(stdout, 3, 5, "mode qkv, head %s, d_model %d, d_k %d%s%s", m->head, m->d_model, ex->d_k,
                       a->causal ? ", causal" : "", a->no_scale ? ", no scaling" : "");
@@ -166,13 +174,15 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
         char line[ATTN_TOY_MAX_TOKENS * 48]; /* the words (or ids), one after another */
         printf("\ntokens  (%d)\n", n);
         cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->tokens, NULL, n));
+        /* The ids right under the words they belong to: after the source's
+         * words they read as the source's. */
+        if (m->ids) /* the lookup: each word's id is its row of the embedding table */
+            cli_prose(stdout, 3, 8, "ids: %s   (rows of the embedding table E, %d words x %d features: attn explain "
+                      "--vocab)", join(line, sizeof line, NULL, m->ids, n), attn_toy_vocab_size(), m->d_model);
         if (m->src_tokens) { /* cross-attention: the words that are read */
             cli_prose(stdout, 0, 3, "source tokens  (%d): keys and values come from these", m->n_src);
             cli_prose(stdout, 3, 3, "%s", join(line, sizeof line, m->src_tokens, NULL, m->n_src));
         }
-        if (m->ids) /* the lookup: each word's id is its row of the embedding table */
-            cli_prose(stdout, 3, 8, "ids: %s   (rows of the embedding table E, %d words x %d features: attn explain "
-                      "--vocab)", join(line, sizeof line, NULL, m->ids, n), attn_toy_vocab_size(), m->d_model);
     }
     if (show(a, "x")) {
         explain_heading(m->ids ? "X = E[ids]: the table's row for each word, one column per feature"
@@ -185,8 +195,12 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
             explain_matrix(m->X_src, m->n_src, m->d_model, m->src_tokens, m->features, CLI_DIVERGING, false, colour);
         }
         if (ex->P) {
-            explain_heading("P: where each word is, sin and cos of its position at 4 frequencies", n, m->d_model,
-                    "Added to X, so that the projections see which word is where: X + P goes on.");
+            /* Column pairs sin, cos: one frequency per pair, the last one alone when d_model is odd. */
+            char title[96];
+            int freqs = (m->d_model + 1) / 2;
+            snprintf(title, sizeof title, "P: where each word is, sin and cos of its position at %d frequenc%s", freqs,
+                     freqs == 1 ? "y" : "ies");
+            explain_heading(title, n, m->d_model, "Added to X, so that the projections see which word is where: X + P goes on.");
             char **pl = calloc((size_t)m->d_model, sizeof *pl); /* sin0 cos0 sin1 ...: frequency j / 2 */
             for (int j = 0; pl && j < m->d_model; j++)
                 if ((pl[j] = malloc(16))) snprintf(pl[j], 16, "%s%d", j % 2 ? "cos" : "sin", j / 2);
@@ -210,27 +224,54 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
     }
 }
 
+/* Where the head's weights came from, said as the closing's last sentence:
+ * only the toy's own heads were wired by hand. */
+static const char *weights_origin(const char *head) {
+    if (strncmp(head, "trained", 7) == 0)
+        return "And these weights were learned: `attn train` trained them, from sentences, to make each verb look "
+               "at its subject.";
+    if (strncmp(head, "random", 6) == 0)
+        return "And these weights are random, as a model's are before it learns: `attn train` shows a head "
+               "learning, from sentences, to make each verb look at its subject.";
+    if (strncmp(head, "custom", 6) == 0)
+        return "And these weights are the ones you gave (--wq, --wk, --wv): `attn train` shows a head learning "
+               "its own, from sentences, to make each verb look at its subject.";
+    return "And these weights were wired by hand, where models learn theirs: `attn train` shows a head learning, "
+           "from sentences, to make each verb look at its subject.";
+}
+
 /* The closing lines: the mode's formula in one line, and what is missing. */
-static void print_closing(const explain_args *a) {
+static void print_closing(const explain_args *a, const explain_model *m) {
     printf("\n");
     if (a->mode == ATTN_EXPLAIN_AVERAGE) {
-        cli_prose(stdout, 3, 3, "All of it is one line: output_i = the average of the x_j it sees, (1/n) sum_j x_j. "
-                  "Every word gets the same blend, whatever it is: nothing is matched. The next step, --mode dot, "
-                  "lets each pair's dot product decide the weights.");
+        /* Under the causal mask word i averages the i + 1 words up to it: the blends differ. */
+        cli_prose(stdout, 3, 3, "All of it is one line: output_i = the average of the x_j it sees, %s, whatever "
+                  "word it is: nothing is matched. The next step, --mode dot, lets each pair's dot product decide "
+                  "the weights.",
+                  a->causal ? "(1/(i+1)) sum_{j<=i} x_j, the words up to it" : "(1/n) sum_j x_j, the same blend for every word");
     } else if (a->mode == ATTN_EXPLAIN_DOT) {
         cli_prose(stdout, 3, 3, "All of it is one line: output = softmax(X X^T) X, the words' own vectors as queries, "
-                  "keys and values. A word matches itself best, and a word's question and its answer are the same "
+                  "keys and values. Words that look alike match (a word's own score, |x|^2, need not be its row's "
+                  "largest: a longer vector can outscore it), and a word's question and its answer are the same "
                   "vector. --mode qkv gives each word three different ones through W_Q, W_K and W_V, and divides "
                   "the scores by sqrt(d_k).");
     } else {
-        cli_prose(stdout, 3, 3, "All of it is one line: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V. %s One "
-                  "head asks one question per word; real models run many heads at once. And these weights were "
-                  "wired by hand, where models learn theirs: `attn train` shows a head learning, from sentences, "
-                  "to make each verb look at its subject.",
+        /* The line that was computed: --no-scale and --scale-by d_model left the paper's. */
+        cli_prose(stdout, 3, 3, "All of it is one line: %s %s One head asks one question per word; real models run many "
+                  "heads at once. %s",
+                  a->no_scale ? "output = softmax(Q K^T) V, the paper's Attention(Q, K, V) without its division by "
+                                "sqrt(d_k)."
+                  : a->scale_by_d_model ? "output = softmax(Q K^T / sqrt(d_model)) V, where the paper's Attention(Q, K, V) "
+                                          "divides by sqrt(d_k)."
+                                        : "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.",
                   a->positions ? "With positions, word order counts: shuffle the sentence and the weights change, "
                                  "not only their order."
+                  : a->causal ? "Only the causal mask sees word order here: shuffle the sentence and each word sees "
+                                "other words before it, so the outputs change, not only their order (--positions "
+                                "sinusoidal or rope gives the head positions of its own)."
                                : "Nothing here knows word order: shuffle the sentence and each word's output only "
-                                 "moves with it (--positions sinusoidal or rope adds it).");
+                                 "moves with it (--positions sinusoidal or rope adds it).",
+                  weights_origin(m->head));
     }
 }
 
@@ -273,7 +314,7 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         char title[160];
         if (a->mode == ATTN_EXPLAIN_AVERAGE)
             snprintf(title, sizeof title, "scores x 0: every pair gets the same score (plain averaging)");
-        else if (ex->scale == 1.0)
+        else if (!qkv || a->no_scale) /* not the scale's value: with d_k = 1 the division is by sqrt(1) */
             snprintf(title, sizeof title, "scores, not scaled%s", a->causal ? ", future masked" : "");
         else
             snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
@@ -283,7 +324,7 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
                                    "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
                                    "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
                                    "   come out sqrt(32), almost 6 times, too small."
-                             : qkv && ex->scale != 1.0 ? "Dividing keeps the scores' spread near 1 whatever d_k is."
+                             : qkv && !a->no_scale ? "Dividing keeps the scores' spread near 1 whatever d_k is."
                                                        : NULL);
         explain_matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }
@@ -305,6 +346,6 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         cli_prose(stdout, 0, 3, "who attends to whom (the top three weights of each word)");
         explain_summary(m, ex, a->causal);
     }
-    if (!a->step) print_closing(a);
+    if (!a->step) print_closing(a, m);
 }
 

@@ -58,18 +58,25 @@ static int label_width(const char *const *labels, int n, int min, int max) {
     return w > max ? max : w;
 }
 
-/* A column label in w columns: whole, or cut with "…" (so "preposition" is
- * "prepos…" in 7). */
-static void print_header(FILE *f, const char *s, int w) {
+/* A label in w columns: whole, or cut with "…" (so "preposition" is
+ * "prepos…" in 7): a label cut without it reads as another word. Right-
+ * aligned, or left-aligned and padded to w when left. */
+static void print_label(FILE *f, const char *s, int w, bool left) {
     if (cli_display_width(s) <= w) {
-        print_cell_text(f, s, w);
+        if (left) fprintf(f, "%s%*s", s, w - cli_display_width(s), "");
+        else print_cell_text(f, s, w);
         return;
     }
     size_t bytes = 0;
     int used = 0, len; /* w - 1 columns, then the ellipsis */
     for (int cw; s[bytes] && used + (cw = cli_char_width(s + bytes, &len)) <= w - 1; used += cw) bytes += (size_t)len;
-    fprintf(f, "%*s%.*s…", w - 1 - used, "", (int)bytes, s);
+    if (left) fprintf(f, "%.*s…%*s", (int)bytes, s, w - 1 - used, "");
+    else fprintf(f, "%*s%.*s…", w - 1 - used, "", (int)bytes, s);
 }
+
+static void print_header(FILE *f, const char *s, int w) { print_label(f, s, w, false); }
+
+void cli_print_label_left(FILE *f, const char *s, int w) { print_label(f, s, w, true); }
 
 /* Columns c0 .. c1 - 1 of m: the header, then each row (and the row sums
  * after the last block). */
@@ -85,7 +92,7 @@ static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int r
     fputc('\n', f);
     for (int i = 0; i < m->rows; i++) {
         fputs("   ", f);
-        print_cell_text(f, m->row_labels ? m->row_labels[i] : "", rw);
+        print_header(f, m->row_labels ? m->row_labels[i] : "", rw); /* a long label cut with "…", as a column's */
         for (int j = c0; j < c1; j++) {
             double x = m->data[i * m->cols + j];
             bool masked = m->causal && j > i;
@@ -106,7 +113,7 @@ static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int r
 
 void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
     /* Cells are 7 wide (-10.000 fits); longer column labels are cut. */
-    int rw = label_width(m->row_labels, m->rows, 4, 12), cw = 7;
+    int rw = label_width(m->row_labels, m->rows, 4, CLI_LABEL_COLUMNS), cw = 7;
     /* Colours are relative to the largest finite magnitude in the matrix. */
     double range = 0.0;
     for (int i = 0; i < m->rows * m->cols; i++)

@@ -39,6 +39,13 @@ void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours);
 /* One line that says what the shades mean, for the palette. */
 void cli_print_legend(FILE *f, cli_palette palette, cli_colours colours);
 
+/* The longest label a matrix or a summary shows whole, in columns; a
+ * longer one is cut with "…". */
+enum { CLI_LABEL_COLUMNS = 12 };
+
+/* s left-aligned in w columns: padded, or cut with "…" when wider. */
+void cli_print_label_left(FILE *f, const char *s, int w);
+
 /* A horizontal bar of fraction * width character cells. */
 void cli_print_bar(FILE *f, double fraction, int width);
 

@@ -102,6 +102,9 @@ static void reflow(FILE *f, int width, int col, int indent, int hang, const char
         while (p + len < end && p[len] != ' ' && p[len] != '\n') len++;
         int w = span_width(p, len), lead = first ? indent : hang;
         if (col && col + 1 + w > width) fputc('\n', f), col = 0, first = false, lead = hang;
+        /* A word too wide for its line at the indent starts further left, where it fits
+         * (an option's description whose one long word would pass the edge). */
+        if (!col && lead + w > width) lead = width > w ? width - w : 0;
         if (col) fputc(' ', f), col++;
         else fprintf(f, "%*s", lead, ""), col = lead;
         fwrite(p, 1, len, f);

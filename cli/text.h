@@ -34,7 +34,8 @@ int cli_display_width(const char *s);
  * characters other than spaces and newlines) is never broken; a run of
  * spaces and single newlines between words is one space; a blank line ends
  * a paragraph and is kept. The first line starts with `indent` spaces, the
- * others with `hang`. A word wider than its line gets a line of its own.
+ * others with `hang`. A word wider than its line gets a line of its own, starting
+ * left of the indent where that makes it fit.
  * Ends with a newline. */
 void cli_prose(FILE *f, int indent, int hang, const char *fmt, ...)
 #if defined(__GNUC__)
