@@ -1856,7 +1856,13 @@ async function main() {
     showCell(svg.dataset.name, ...h.kbd);
     if (sayStep) sayNow();
   });
-  window.addEventListener('hashchange', () => { readFragment(); showState(); update(); });
+  // A fragment that names a part of the page (a contents link, #step-q) is a place to go, not
+  // a sentence and settings: reading it as those reset the reader's sentence and controls to the
+  // defaults. The scroll has gone there; the fragment goes back to saying the state.
+  window.addEventListener('hashchange', () => {
+    if (document.getElementById(location.hash.slice(1))) return writeFragment();
+    readFragment(); showState(); update();
+  });
   let scrollQueued = false;
   const queueScroll = () => { if (!scrollQueued) { scrollQueued = true; requestAnimationFrame(() => { scrollQueued = false; onScroll(); }); } };
   addEventListener('scroll', queueScroll, { passive: true });

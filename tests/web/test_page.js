@@ -909,6 +909,23 @@ async function drawingSurvivesChanges(browser, watch) {
   await context.close();
 }
 
+// A contents link is a place to go, not a sentence: following it keeps the reader's
+// sentence and controls (it reset them to the defaults), and the fragment goes back to saying them.
+async function contentsLinkKeepsState(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE + '#s=a+big+red+hat&causal=1');
+  await settled(page);
+  await page.click('#toc a[href="#step-q"]');
+  await page.waitForTimeout(300);
+  await settled(page);
+  const got = await page.evaluate(() => [document.body.dataset.sentence, document.getElementById('causal').checked, location.hash,
+    Math.round(document.getElementById('step-q').getBoundingClientRect().top)]);
+  report('contents_link_keeps_sentence_and_controls', got[0] === 'a big red hat' && got[1] === true &&
+    got[2] === '#s=a+big+red+hat&causal=1' && Math.abs(got[3]) <= 1, JSON.stringify(got));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1618,6 +1635,7 @@ async function main() {
   await part('phone_320_tab_to_cost_slider', null, () => tabToCostSliderStaysPut(browser));
   for (const width of [320, 360, 390, 1440]) await part(`scroll_stays_put_${width}`, null, () => scrollStaysPut(browser, width));
   await part('sum_boxes_let_go', null, () => sumBoxesLetGo(browser));
+  await part('contents_link_keeps_state', null, () => contentsLinkKeepsState(browser));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
