@@ -1017,6 +1017,10 @@ function play(step) {
 let currentStep = null;
 let lastScrollY = -1;
 function onScroll() {
+  // Nothing to draw before the first sentence is: a page opened at a contents link, or
+  // reloaded where the reader was, scrolls before main's first update, and drawing a step
+  // then threw (no result). main's own onScroll, after that update, draws what is in view.
+  if (!state.result) return;
   const y = scrollY;
   const moved = y !== lastScrollY;
   lastScrollY = y;

@@ -926,6 +926,31 @@ async function contentsLinkKeepsState(browser) {
   await context.close();
 }
 
+// A scroll before the first sentence is drawn (a page opened at a contents link, on a busy
+// machine) draws nothing and throws nothing: the steps in view are drawn after it. The page is
+// scrolled as it starts listening to the scroll, and its next task comes 200 ms late, so that
+// the scroll lands before the first update every time.
+async function scrollBeforeFirstDraw(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  await context.addInitScript(() => {
+    const add = window.addEventListener, later = window.setTimeout;
+    let slow = false;
+    window.addEventListener = function (type, ...rest) {
+      if (type === 'scroll' && this === window) { slow = true; later(() => scrollTo(0, document.getElementById('step-kv').offsetTop + 100), 0); }
+      return add.call(this, type, ...rest);
+    };
+    window.setTimeout = function (f, ms, ...rest) { const wait = slow ? 200 : ms; slow = false; return later.call(this, f, wait, ...rest); };
+  });
+  const page = await context.newPage();
+  const errs = [];
+  page.on('pageerror', (e) => errs.push(e.message));
+  await page.goto(PAGE + '#step-kv');
+  await settled(page);
+  const kv = await fillOf(page, 'kv');
+  report('scroll_before_first_draw_throws_nothing', errs.length === 0 && kv[1] > 0, `${JSON.stringify(kv)} ${errs.join(' | ')}`);
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1636,6 +1661,7 @@ async function main() {
   for (const width of [320, 360, 390, 1440]) await part(`scroll_stays_put_${width}`, null, () => scrollStaysPut(browser, width));
   await part('sum_boxes_let_go', null, () => sumBoxesLetGo(browser));
   await part('contents_link_keeps_state', null, () => contentsLinkKeepsState(browser));
+  await part('scroll_before_first_draw', null, () => scrollBeforeFirstDraw(browser));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
