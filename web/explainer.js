@@ -1865,7 +1865,7 @@ async function main() {
   // defaults. The scroll has gone there; the fragment goes back to saying the state.
   window.addEventListener('hashchange', () => {
     if (document.getElementById(location.hash.slice(1))) return writeFragment();
-    readFragment(); showState(); update();
+    readFragment(); showState(); update(); openLink(); // a link pasted over the open page opens as one opened afresh
   });
   let scrollQueued = false;
   const queueScroll = () => { if (!scrollQueued) { scrollQueued = true; requestAnimationFrame(() => { scrollQueued = false; onScroll(); }); } };

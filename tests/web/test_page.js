@@ -951,6 +951,24 @@ async function scrollBeforeFirstDraw(browser) {
   await context.close();
 }
 
+// A link pasted over the open page (only its fragment changes: no new load) opens as a
+// link does: a sentence with an unknown word on the nearest one the toy knows, saying so.
+async function linkOverOpenPage(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  await page.goto(PAGE + '#s=the+cta+sat');
+  await waitFor(page, 'link_over_open_page', () => document.body.dataset.sentence !== 'the cat sat on the mat' ||
+    document.body.dataset.stale === '1');
+  await settled(page);
+  const got = await page.evaluate(() => [document.body.dataset.sentence, document.body.dataset.stale || '',
+    document.getElementById('sentence').value, document.getElementById('error').textContent]);
+  report('link_over_open_page_opens_nearest_sentence', got[0] === 'the cat sat' && got[1] === '' && got[2] === 'the cat sat' &&
+    /The link's sentence "the cta sat"/.test(got[3]), JSON.stringify(got));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1662,6 +1680,7 @@ async function main() {
   await part('sum_boxes_let_go', null, () => sumBoxesLetGo(browser));
   await part('contents_link_keeps_state', null, () => contentsLinkKeepsState(browser));
   await part('scroll_before_first_draw', null, () => scrollBeforeFirstDraw(browser));
+  await part('link_over_open_page', null, () => linkOverOpenPage(browser));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
