@@ -1870,7 +1870,14 @@ async function main() {
   let scrollQueued = false;
   const queueScroll = () => { if (!scrollQueued) { scrollQueued = true; requestAnimationFrame(() => { scrollQueued = false; onScroll(); }); } };
   addEventListener('scroll', queueScroll, { passive: true });
-  addEventListener('resize', () => { releaseHeld(); lastScrollY = -1; queueScroll(); });
+  // A new width can make a figure too wide for its box, or wide enough: each step measures
+  // again as it is seen (a narrowed window left its figures' scrollers without the tab stop and the hint).
+  addEventListener('resize', () => {
+    releaseHeld();
+    for (const s of Object.values(steps)) s.overflowMarked = false;
+    lastScrollY = -1;
+    queueScroll();
+  });
   reducedMotion.addEventListener('change', () => { for (const s of Object.values(steps)) setFill(s, s.cells.length); });
   buildVocab();
   await nextTask();

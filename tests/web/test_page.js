@@ -969,6 +969,34 @@ async function linkOverOpenPage(browser) {
   await context.close();
 }
 
+// A window made narrow (or a phone turned upright): a figure that now scrolls becomes a
+// scroller, a tab stop with its hint, when its step is seen again; the marks of the wide
+// window stayed, and the keyboard could not scroll it.
+async function narrowedWindowMarksScrollers(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE + '#s=the+quick+brown+fox+jumped+over+the+lazy+dog');
+  await settled(page);
+  const ids = ['embed', 'q', 'scores'];
+  const see = async () => {
+    for (const id of ids) {
+      await page.evaluate((id) => document.getElementById(`step-${id}`).scrollIntoView(), id);
+      await page.waitForTimeout(200);
+    }
+    await settled(page);
+  };
+  await see();
+  await page.setViewportSize({ width: 320, height: 640 });
+  await see();
+  const wrong = await page.evaluate((ids) => ids.flatMap((id) => [...document.querySelectorAll(`#step-${id} .fig`)].map((f) => {
+    const s = f.querySelector('.scroll');
+    const scrolls = !!s && s.scrollWidth > s.clientWidth + 1;
+    return s && (scrolls !== (f.dataset.overflow === '1') || scrolls !== (s.tabIndex === 0)) ? `${f.id}: scrolls ${scrolls}, marked ${f.dataset.overflow}` : null;
+  }).filter((x) => x)), ids);
+  report('narrowed_window_marks_scrollers', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1681,6 +1709,7 @@ async function main() {
   await part('contents_link_keeps_state', null, () => contentsLinkKeepsState(browser));
   await part('scroll_before_first_draw', null, () => scrollBeforeFirstDraw(browser));
   await part('link_over_open_page', null, () => linkOverOpenPage(browser));
+  await part('narrowed_window_marks_scrollers', null, () => narrowedWindowMarksScrollers(browser));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
