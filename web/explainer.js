@@ -1017,6 +1017,10 @@ function play(step) {
 let currentStep = null;
 let lastScrollY = -1;
 function onScroll() {
+  // Nothing to draw before the first sentence is: a page opened at a contents link, or
+  // reloaded where the reader was, scrolls before main's first update, and drawing a step
+  // then threw (no result). main's own onScroll, after that update, draws what is in view.
+  if (!state.result) return;
   const y = scrollY;
   const moved = y !== lastScrollY;
   lastScrollY = y;
@@ -1856,11 +1860,24 @@ async function main() {
     showCell(svg.dataset.name, ...h.kbd);
     if (sayStep) sayNow();
   });
-  window.addEventListener('hashchange', () => { readFragment(); showState(); update(); });
+  // A fragment that names a part of the page (a contents link, #step-q) is a place to go, not
+  // a sentence and settings: reading it as those reset the reader's sentence and controls to the
+  // defaults. The scroll has gone there; the fragment goes back to saying the state.
+  window.addEventListener('hashchange', () => {
+    if (document.getElementById(location.hash.slice(1))) return writeFragment();
+    readFragment(); showState(); update(); openLink(); // a link pasted over the open page opens as one opened afresh
+  });
   let scrollQueued = false;
   const queueScroll = () => { if (!scrollQueued) { scrollQueued = true; requestAnimationFrame(() => { scrollQueued = false; onScroll(); }); } };
   addEventListener('scroll', queueScroll, { passive: true });
-  addEventListener('resize', () => { releaseHeld(); lastScrollY = -1; queueScroll(); });
+  // A new width can make a figure too wide for its box, or wide enough: each step measures
+  // again as it is seen (a narrowed window left its figures' scrollers without the tab stop and the hint).
+  addEventListener('resize', () => {
+    releaseHeld();
+    for (const s of Object.values(steps)) s.overflowMarked = false;
+    lastScrollY = -1;
+    queueScroll();
+  });
   reducedMotion.addEventListener('change', () => { for (const s of Object.values(steps)) setFill(s, s.cells.length); });
   buildVocab();
   await nextTask();

@@ -909,6 +909,94 @@ async function drawingSurvivesChanges(browser, watch) {
   await context.close();
 }
 
+// A contents link is a place to go, not a sentence: following it keeps the reader's
+// sentence and controls (it reset them to the defaults), and the fragment goes back to saying them.
+async function contentsLinkKeepsState(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE + '#s=a+big+red+hat&causal=1');
+  await settled(page);
+  await page.click('#toc a[href="#step-q"]');
+  await page.waitForTimeout(300);
+  await settled(page);
+  const got = await page.evaluate(() => [document.body.dataset.sentence, document.getElementById('causal').checked, location.hash,
+    Math.round(document.getElementById('step-q').getBoundingClientRect().top)]);
+  report('contents_link_keeps_sentence_and_controls', got[0] === 'a big red hat' && got[1] === true &&
+    got[2] === '#s=a+big+red+hat&causal=1' && Math.abs(got[3]) <= 1, JSON.stringify(got));
+  await context.close();
+}
+
+// A scroll before the first sentence is drawn (a page opened at a contents link, on a busy
+// machine) draws nothing and throws nothing: the steps in view are drawn after it. The page is
+// scrolled as it starts listening to the scroll, and its next task comes 200 ms late, so that
+// the scroll lands before the first update every time.
+async function scrollBeforeFirstDraw(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  await context.addInitScript(() => {
+    const add = window.addEventListener, later = window.setTimeout;
+    let slow = false;
+    window.addEventListener = function (type, ...rest) {
+      if (type === 'scroll' && this === window) { slow = true; later(() => scrollTo(0, document.getElementById('step-kv').offsetTop + 100), 0); }
+      return add.call(this, type, ...rest);
+    };
+    window.setTimeout = function (f, ms, ...rest) { const wait = slow ? 200 : ms; slow = false; return later.call(this, f, wait, ...rest); };
+  });
+  const page = await context.newPage();
+  const errs = [];
+  page.on('pageerror', (e) => errs.push(e.message));
+  await page.goto(PAGE + '#step-kv');
+  await settled(page);
+  const kv = await fillOf(page, 'kv');
+  report('scroll_before_first_draw_throws_nothing', errs.length === 0 && kv[1] > 0, `${JSON.stringify(kv)} ${errs.join(' | ')}`);
+  await context.close();
+}
+
+// A link pasted over the open page (only its fragment changes: no new load) opens as a
+// link does: a sentence with an unknown word on the nearest one the toy knows, saying so.
+async function linkOverOpenPage(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE);
+  await settled(page);
+  await page.goto(PAGE + '#s=the+cta+sat');
+  await waitFor(page, 'link_over_open_page', () => document.body.dataset.sentence !== 'the cat sat on the mat' ||
+    document.body.dataset.stale === '1');
+  await settled(page);
+  const got = await page.evaluate(() => [document.body.dataset.sentence, document.body.dataset.stale || '',
+    document.getElementById('sentence').value, document.getElementById('error').textContent]);
+  report('link_over_open_page_opens_nearest_sentence', got[0] === 'the cat sat' && got[1] === '' && got[2] === 'the cat sat' &&
+    /The link's sentence "the cta sat"/.test(got[3]), JSON.stringify(got));
+  await context.close();
+}
+
+// A window made narrow (or a phone turned upright): a figure that now scrolls becomes a
+// scroller, a tab stop with its hint, when its step is seen again; the marks of the wide
+// window stayed, and the keyboard could not scroll it.
+async function narrowedWindowMarksScrollers(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const page = await context.newPage();
+  await page.goto(PAGE + '#s=the+quick+brown+fox+jumped+over+the+lazy+dog');
+  await settled(page);
+  const ids = ['embed', 'q', 'scores'];
+  const see = async () => {
+    for (const id of ids) {
+      await page.evaluate((id) => document.getElementById(`step-${id}`).scrollIntoView(), id);
+      await page.waitForTimeout(200);
+    }
+    await settled(page);
+  };
+  await see();
+  await page.setViewportSize({ width: 320, height: 640 });
+  await see();
+  const wrong = await page.evaluate((ids) => ids.flatMap((id) => [...document.querySelectorAll(`#step-${id} .fig`)].map((f) => {
+    const s = f.querySelector('.scroll');
+    const scrolls = !!s && s.scrollWidth > s.clientWidth + 1;
+    return s && (scrolls !== (f.dataset.overflow === '1') || scrolls !== (s.tabIndex === 0)) ? `${f.id}: scrolls ${scrolls}, marked ${f.dataset.overflow}` : null;
+  }).filter((x) => x)), ids);
+  report('narrowed_window_marks_scrollers', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1618,6 +1706,10 @@ async function main() {
   await part('phone_320_tab_to_cost_slider', null, () => tabToCostSliderStaysPut(browser));
   for (const width of [320, 360, 390, 1440]) await part(`scroll_stays_put_${width}`, null, () => scrollStaysPut(browser, width));
   await part('sum_boxes_let_go', null, () => sumBoxesLetGo(browser));
+  await part('contents_link_keeps_state', null, () => contentsLinkKeepsState(browser));
+  await part('scroll_before_first_draw', null, () => scrollBeforeFirstDraw(browser));
+  await part('link_over_open_page', null, () => linkOverOpenPage(browser));
+  await part('narrowed_window_marks_scrollers', null, () => narrowedWindowMarksScrollers(browser));
   await part('long_sentence', null, () => longSentence(browser));
 
   // The walk, at both viewports.
