@@ -319,11 +319,20 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         else
             snprintf(title, sizeof title, "Q K^T / sqrt(%s) = Q K^T / %.4g%s", a->scale_by_d_model ? "d_model" : "d_k",
                      1.0 / ex->scale, a->causal ? ", future masked with -inf" : "");
-        explain_heading(title, n, nk, a->scale_by_d_model
-                                 ? "The wrong constant: a score adds up d_k products, not d_model, so dividing by\n"
-                                   "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
-                                   "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
-                                   "   come out sqrt(32), almost 6 times, too small."
+        /* Which way the wrong constant errs depends on d_k against d_model: your own projections may be wider. */
+        const char *wrong = ex->d_k < m->d_model
+                                ? "The wrong constant: a score adds up d_k products, not d_model, so dividing by\n"
+                                  "   sqrt(d_model) shrinks the scores more than their spread needs and flattens\n"
+                                  "   the weights. In a real model d_model = heads x d_k: with 32 heads the scores\n"
+                                  "   come out sqrt(32), almost 6 times, too small."
+                            : ex->d_k > m->d_model
+                                ? "The wrong constant: a score adds up d_k products, not d_model, and here d_k is\n"
+                                  "   the larger, so dividing by sqrt(d_model) shrinks the scores less than their\n"
+                                  "   spread needs and sharpens the weights."
+                                : "The wrong constant, though not here: a score adds up d_k products, and here\n"
+                                  "   d_k = d_model, so the scores are those of sqrt(d_k). In a real model\n"
+                                  "   d_model = heads x d_k, and the scores come out too small.";
+        explain_heading(title, n, nk, a->scale_by_d_model ? wrong
                              : qkv && !a->no_scale ? "Dividing keeps the scores' spread near 1 whatever d_k is."
                                                        : NULL);
         explain_matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);

@@ -727,6 +727,15 @@ def test_scale_by_d_model():
            f"{j['scale']} {w[2, 1]} {w0[2, 1]}")
     r = run("explain", "--scale-by", "d_model", "--step", "scaled")
     report("scale_by_d_model_says_why", "sqrt(d_model)" in r.stdout and "wrong constant" in r.stdout, r.stdout[:200])
+    # Your own projections may make d_k as wide as d_model or wider: the note says which way the constant errs.
+    rng = np.random.default_rng(7)
+    np.save(os.path.join(TMP, "x43.npy"), rng.standard_normal((4, 3)))
+    for d_k, said, unsaid in ((5, "sharpens the weights", "too small"), (3, "d_k = d_model", "flattens")):
+        np.save(os.path.join(TMP, "w3k.npy"), rng.standard_normal((3, d_k)))
+        r = run("explain", "--embeddings", "x43.npy", "--wq", "w3k.npy", "--wk", "w3k.npy", "--wv", "w3k.npy",
+                "--scale-by", "d_model", "--step", "scaled")
+        report(f"scale_by_d_model_note_d_k_{d_k}_d_model_3", r.returncode == 0 and said in r.stdout and
+               unsaid not in r.stdout, r.stdout[:400])
     expect_error("scale_by_with_no_scale", ["explain", "--scale-by", "d_model", "--no-scale"], 2, r"--scale-by")
     expect_error("scale_by_unknown", ["explain", "--scale-by", "d_v"], 2, r"d_k or d_model")
 
