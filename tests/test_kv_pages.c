@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "naive.h"
 #include "seed.h"
 
 /* ---- a small random generator (xorshift), the same on every machine ---- */
@@ -3024,7 +3025,6 @@ static int check_attend(const smodel *m, int s, int64_t L, const void *q, int q_
     for (int64_t j = 0; j < S; j++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t e = 0; e < Ev; e++) vmax = fmax(vmax, fabs(V[(j * H + h) * Ev + e]));
-    long double *p = malloc((size_t)(S + 1) * sizeof *p);
     double *refo = malloc((size_t)(L * Hq * Ev + 1) * 8), *refl = malloc((size_t)(L * Hq + 1) * 8);
     double *pv = malloc((size_t)(L * Hq + 1) * 8);
     for (int64_t l = 0; l < L; l++)
@@ -3034,29 +3034,11 @@ static int check_attend(const smodel *m, int s, int64_t L, const void *q, int q_
             for (int64_t e = 0; e < E; e++)
                 qv[e] = q_f64 ? ((const double *)q)[(r * Hq + hq) * E + e] : ((const float *)q)[(r * Hq + hq) * E + e];
             int64_t lim = causal ? S - L + l : S - 1; /* last key position allowed */
-            long double mx = -INFINITY;
-            for (int64_t j = 0; j <= lim && j < S; j++) {
-                long double d = 0, a = 0;
-                for (int64_t e = 0; e < E; e++) {
-                    d += (long double)qv[e] * K[(j * H + hk) * E + e];
-                    a += fabsl((long double)qv[e] * K[(j * H + hk) * E + e]);
-                }
-                p[j] = d * scale;
-                s_abs = fmax(s_abs, (double)(a * fabs(scale)));
-                if (p[j] > mx) mx = p[j];
-            }
-            long double sum = 0;
-            for (int64_t j = 0; j <= lim && j < S; j++) p[j] = expl(p[j] - mx), sum += p[j];
-            long double pabs = 0;
-            for (int64_t c = 0; c < Ev; c++) {
-                long double acc = 0, aa = 0;
-                for (int64_t j = 0; j <= lim && j < S; j++)
-                    acc += p[j] * V[(j * H + hk) * Ev + c], aa += p[j] * fabs(V[(j * H + hk) * Ev + c]);
-                refo[(l * Hq + hq) * Ev + c] = sum > 0 ? (double)(acc / sum) : 0.0;
-                if (sum > 0 && aa / sum > pabs) pabs = aa / sum;
-            }
-            pv[l * Hq + hq] = (double)pabs;
-            refl[l * Hq + hq] = sum > 0 ? (double)(mx + logl(sum)) : -INFINITY;
+            int64_t seen = lim < 0 ? 0 : lim + 1 < S ? lim + 1 : S; /* keys 0 .. seen - 1 */
+            naive_packed rows = {K, V, H, hk, E, Ev};
+            naive_row nr;
+            naive_attend(refo + (l * Hq + hq) * Ev, &nr, qv, E, Ev, seen, scale, naive_packed_key, naive_packed_value, &rows);
+            s_abs = fmax(s_abs, nr.sabs), pv[l * Hq + hq] = nr.pabs, refl[l * Hq + hq] = nr.lse;
         }
     int ok = 1;
     double maxpv = 0;
@@ -3085,7 +3067,7 @@ static int check_attend(const smodel *m, int s, int64_t L, const void *q, int q_
                                      (long long)hq, got, want);
             }
         }
-    free(p), free(refo), free(refl), free(pv);
+    free(refo), free(refl), free(pv);
     return ok;
 }
 
@@ -3388,6 +3370,22 @@ static double view_key(const attn_kv_paged_view *w, const double *kp, int64_t co
     return kp[(part * P + j % P) * cols + e];
 }
 
+/* A head's key and value rows through a view's page table, for naive_attend. */
+typedef struct view_rows {
+    const attn_kv_paged_view *w;
+    const double *k, *v;
+    const int32_t *t;
+    int64_t h, E, Ev;
+} view_rows;
+static double view_row_key(const void *c, int64_t j, int64_t e) {
+    const view_rows *r = c;
+    return view_key(r->w, r->k, r->E, r->t, j, r->h, e);
+}
+static double view_row_value(const void *c, int64_t j, int64_t e) {
+    const view_rows *r = c;
+    return view_key(r->w, r->v, r->Ev, r->t, j, r->h, e);
+}
+
 static int view_round(int64_t round, char *why, size_t size) {
     int64_t P = 1 + rnd_below(7), N = 1 + rnd_below(30), H = 1 + rnd_below(3), g = 1 + rnd_below(3), E = 1 + rnd_below(9),
             Ev = 1 + rnd_below(9), n = rnd_below(6), Hq = H * g;
@@ -3490,34 +3488,25 @@ static int view_round(int64_t round, char *why, size_t size) {
                 for (int64_t hq = 0; hq < Hq && ok; hq++) {
                     int64_t hk = hq / g, lim = causal ? S - L + l : S - 1;
                     const double *qv = q + ((cu[i] + l) * Hq + hq) * E;
-                    long double mx = -INFINITY, sum = 0, *p = malloc((size_t)(S + 1) * sizeof *p);
-                    for (int64_t j = 0; j <= lim && j < S; j++) {
-                        long double d = 0;
-                        for (int64_t e = 0; e < E; e++) d += (long double)qv[e] * view_key(&wv, K, E, t, j, hk, e);
-                        p[j] = d / sqrtl((long double)E);
-                        if (p[j] > mx) mx = p[j];
-                    }
-                    for (int64_t j = 0; j <= lim && j < S; j++) p[j] = expl(p[j] - mx), sum += p[j];
+                    int64_t seen = lim < 0 ? 0 : lim + 1 < S ? lim + 1 : S; /* keys 0 .. seen - 1 */
+                    view_rows rows = {&wv, K, V, t, hk, E, Ev};
+                    double want[16]; /* Ev <= 9 */
+                    naive_row nr;
+                    naive_attend(want, &nr, qv, E, Ev, seen, 1 / sqrt((double)E), view_row_key, view_row_value, &rows);
                     for (int64_t c = 0; c < Ev && ok; c++) {
-                        long double acc = 0, aa = 0;
-                        for (int64_t j = 0; j <= lim && j < S; j++) {
-                            double x = view_key(&wv, V, Ev, t, j, hk, c);
-                            acc += p[j] * x, aa += p[j] * fabs(x);
-                        }
-                        double want = sum > 0 ? (double)(acc / sum) : 0, got = O[((cu[i] + l) * Hq + hq) * Ev + c];
+                        double got = O[((cu[i] + l) * Hq + hq) * Ev + c];
                         double tol = f32 ? 2e-5 * 1.0 + 2.0 * (double)(E + 6) * 0x1p-24 * 2.0 * (double)E / sqrt((double)E)
-                                         : 1e-12 * (sum > 0 ? (double)(aa / sum) : 0) + 1e-300;
-                        if (!(fabs(got - want) <= tol))
+                                         : 1e-12 * nr.pabs + 1e-300;
+                        if (!(fabs(got - want[c]) <= tol))
                             ok = 0, snprintf(why, size, "round %lld pass %d (P %lld, N %lld, offsets %d, head_major %d): seq %lld "
                                              "row %lld head %lld: %.17g vs %.17g", (long long)round, pass, (long long)P,
-                                             (long long)N, offs, hm, (long long)i, (long long)l, (long long)hq, got, want);
+                                             (long long)N, offs, hm, (long long)i, (long long)l, (long long)hq, got, want[c]);
                     }
-                    double wl = sum > 0 ? (double)(mx + logl(sum)) : -INFINITY, gl = LS[(cu[i] + l) * Hq + hq];
+                    double wl = nr.lse, gl = LS[(cu[i] + l) * Hq + hq];
                     double ltol = f32 ? (double)(E + 6) * 0x1p-24 * 2.0 * sqrt((double)E) + 2e-5 + 0x1p-23 * fabs(wl)
                                       : 1e-12 * (fabs(wl) + 1);
                     if (ok && (isinf(wl) ? gl != wl : !(fabs(gl - wl) <= ltol)))
                         ok = 0, snprintf(why, size, "round %lld: lse %.17g vs %.17g", (long long)round, gl, wl);
-                    free(p);
                 }
         }
     }

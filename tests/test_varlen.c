@@ -13,6 +13,7 @@
  *
  * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
 #include "attn.h"
+#include "naive.h"
 #include "check.h"
 
 #include <math.h>
@@ -1272,26 +1273,20 @@ static int varlen_round(int64_t round, char *why, size_t size) {
         for (int64_t l = 0; l < L && ok; l++)
             for (int64_t hq = 0; hq < Hq && ok; hq++) {
                 int64_t hk = hq / g, lim = causal == 0 ? S - 1 : causal == 1 ? l : S - L + l;
-                long double mx = -INFINITY, sum = 0, p[40]; /* S <= 3 · 8 keys */
-                for (int64_t j = 0; j <= lim && j < S; j++) {
-                    long double d = 0;
-                    for (int64_t e = 0; e < E; e++) d += (long double)q[((cq[b] + l) * Hq + hq) * E + e] * k[((ck[b] + j) * H + hk) * E + e];
-                    p[j] = d / sqrtl((long double)E);
-                    if (p[j] > mx) mx = p[j];
-                }
-                for (int64_t j = 0; j <= lim && j < S; j++) p[j] = expl(p[j] - mx), sum += p[j];
+                int64_t seen = lim < 0 ? 0 : lim + 1 < S ? lim + 1 : S; /* keys 0 .. seen - 1 */
+                naive_packed rows = {k + ck[b] * H * E, v + ck[b] * H * Ev, H, hk, E, Ev}; /* sequence b's keys */
+                double want[8]; /* Ev <= 8 */
+                naive_row nr;
+                naive_attend(want, &nr, q + ((cq[b] + l) * Hq + hq) * E, E, Ev, seen, 1 / sqrt((double)E), naive_packed_key,
+                             naive_packed_value, &rows);
                 for (int64_t c = 0; c < Ev && ok; c++) {
-                    long double acc = 0, aa = 0;
-                    for (int64_t j = 0; j <= lim && j < S; j++) {
-                        double x = v[((ck[b] + j) * H + hk) * Ev + c];
-                        acc += p[j] * x, aa += p[j] * fabs(x);
-                    }
-                    double want = sum > 0 ? (double)(acc / sum) : 0, got = out[((cq[b] + l) * Hq + hq) * Ev + c];
-                    if (!(fabs(got - want) <= 1e-12 * (sum > 0 ? (double)(aa / sum) : 0) + 1e-300))
+                    double got = out[((cq[b] + l) * Hq + hq) * Ev + c];
+                    if (!(fabs(got - want[c]) <= 1e-12 * nr.pabs + 1e-300))
                         ok = 0, snprintf(why, size, "round %lld seq %lld (L %lld S %lld causal %d) row %lld: %.17g vs %.17g",
-                                         (long long)round, (long long)b, (long long)L, (long long)S, causal, (long long)l, got, want);
+                                         (long long)round, (long long)b, (long long)L, (long long)S, causal, (long long)l, got,
+                                         want[c]);
                 }
-                double wl = sum > 0 ? (double)(mx + logl(sum)) : -INFINITY, gl = lse[(cq[b] + l) * Hq + hq];
+                double wl = nr.lse, gl = lse[(cq[b] + l) * Hq + hq];
                 if (ok && (isinf(wl) ? gl != wl : !(fabs(gl - wl) <= 1e-12 * (fabs(wl) + 1))))
                     ok = 0, snprintf(why, size, "round %lld seq %lld: lse %.17g vs %.17g", (long long)round, (long long)b, gl, wl);
             }
