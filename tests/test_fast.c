@@ -493,6 +493,49 @@ static void test_fallback_by_item(void) {
     free(q), free(k), free(v), free(o), free(q64), free(k64), free(v64), free(o64);
 }
 
+/* An infinite value reaches only the rows whose keys take part: a key that
+ * the causal mask, a bool mask or -inf in a float mask excludes adds
+ * nothing to a row, in every kernel (where PyTorch's math path computes
+ * its weight 0 times inf, NaN). Key BAD's value row is inf; row 0 alone
+ * sees it under the masks, every row at and after BAD under the causal one. */
+static void test_inf_value_behind_mask(void) {
+    enum { E = 16, BAD = 5 };
+    static const int64_t LS[3] = {3, 64, 300};
+    static const char *const WANT[3] = {"decode", "flash", "flash"};
+    for (int c = 0; c < 3; c++)
+        for (int how = 0; how < 3; how++) { /* causal, bool mask, float mask */
+            int64_t L = LS[c], bad = BAD % L, sh[3] = {1, L, E}, ms[2] = {L, L};
+            float *q = random_floats((size_t)(L * E)), *k = random_floats((size_t)(L * E)), *v = random_floats((size_t)(L * E));
+            float *o = malloc(sizeof(float) * (size_t)(L * E)), *fm = malloc(sizeof(float) * (size_t)(L * L));
+            bool *bm = malloc((size_t)(L * L));
+            for (int e = 0; e < E; e++) v[bad * E + e] = INFINITY;
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t j = 0; j < L; j++) bm[i * L + j] = j != bad || i == 0, fm[i * L + j] = bm[i * L + j] ? 0 : -INFINITY;
+            attn_sdpa_options opt = attn_sdpa_options_default();
+            attn_tensor tq, tk, tv, to, tm;
+            attn_tensor_init(&tq, q, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&tk, k, ATTN_F32, 3, sh, NULL, NULL);
+            attn_tensor_init(&tv, v, ATTN_F32, 3, sh, NULL, NULL), attn_tensor_init(&to, o, ATTN_F32, 3, sh, NULL, NULL);
+            if (how == 0) opt.causal = ATTN_CAUSAL_TOP_LEFT;
+            else attn_tensor_init(&tm, how == 1 ? (void *)bm : (void *)fm, how == 1 ? ATTN_BOOL : ATTN_F32, 2, ms, NULL, NULL),
+                 opt.mask = &tm;
+            char kernel[32], fallback[32];
+            verbose_begin();
+            attn_status st = attn_sdpa(&to, NULL, NULL, &tq, &tk, &tv, &opt, NULL);
+            verbose_end(kernel, sizeof kernel, fallback, sizeof fallback);
+            int wrong = 0;
+            for (int64_t i = 0; i < L; i++) {
+                bool sees = how == 0 ? i >= bad : i == 0;
+                for (int e = 0; e < E; e++) wrong += sees == (isfinite(o[i * E + e]) != 0);
+            }
+            char name[80];
+            snprintf(name, sizeof name, "inf_value_behind_%s_reaches_no_row_%s_L%lld",
+                     how == 0 ? "causal_mask" : how == 1 ? "bool_mask" : "float_mask", WANT[c], (long long)L);
+            check(st == ATTN_OK && !wrong && strcmp(kernel, WANT[c]) == 0, name, "status %d, %d values wrong, kernel %s",
+                  (int)st, wrong, kernel);
+            free(q), free(k), free(v), free(o), free(fm), free(bm);
+        }
+}
+
 /* The emulated bf16 kernels compute exactly what VDPBF16PS computes: hw is
  * the AVX512_BF16 set, the library's on a CPU that has the instruction or
  * the SIMDe build's (whose VDPBF16PS is Intel's definition, simde_extra.h). */
@@ -2611,6 +2654,7 @@ int main(void) {
     test_softcap("avx2");
     test_softcap("avx512");
     test_fallback_by_item();
+    test_inf_value_behind_mask();
     test_softmax_grad("c");
     test_softmax_grad("avx2");
     test_softmax_grad("avx512");
