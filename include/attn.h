@@ -1152,7 +1152,7 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     part: a key the bool mask, -inf in a float mask, the causal limit or
  *     the window excludes adds nothing to a row, in every kernel, where
  *     PyTorch's math path multiplies its weight 0 by inf and makes the row
- *     NaN (its fused kernels skip such keys, as attn does).
+ *     NaN.
  *   - f64 computes in f64 throughout (the exact, oracle-grade path).
  *   - f32 runs on the fast kernels: tiled FlashAttention-2, or split over the
  *     keys for L <= 8 queries at any S (in f32 arithmetic, even in the bf16
