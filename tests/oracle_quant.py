@@ -479,6 +479,10 @@ def main():
     error("q8_row_not_a_multiple_of_32", "SHAPE", st, msg, (dst == 0xAA).all())
     st, msg, _ = lib.quantize(x, F32, Q8, size=271, dst=dst)
     error("dst_too_small", "ARGUMENT", st, msg, (dst == 0xAA).all())
+    # The count in the singular: "1 row of q8 takes", not "1 rows of q8 take".
+    st, msg, _ = lib.quantize(np.ones((1, 32), np.float32), F32, Q8, size=33, dst=dst)
+    error("dst_too_small_one_row", "ARGUMENT", st, msg if "1 row of q8 takes 34 bytes" in msg else "",
+          (dst == 0xAA).all())
     st, msg, _ = lib.quantize(x, F32, F16, size=400, dst=dst)
     error("format_not_quantized", "DTYPE", st, msg, (dst == 0xAA).all())
     st, msg, _ = lib.quantize(np.zeros((2, 32), np.bool_), 3, Q8, size=400, dst=dst)

@@ -346,8 +346,9 @@ attn_status attn_group_tensor(const attn_tensor *t, const char *name, void *byte
     if (!attn_mul_i64(mats, L / G, &groups) || !attn_mul_i64(groups, group, &total) || (uint64_t)total > SIZE_MAX)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the groups' byte size overflows");
     if ((size_t)total > size)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld groups of %s take %lld bytes; %s holds %zu", (long long)groups,
-                         attn_dtype_name(format), (long long)total, quantize ? "dst" : "src", size);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld group%s of %s take%s %lld bytes; %s holds %zu", (long long)groups,
+                         attn_plural(groups), attn_dtype_name(format), groups == 1 ? "s" : "", (long long)total,
+                         quantize ? "dst" : "src", size);
     st = attn_check_extent(t, name, err);
     if (st || (!quantize && (st = attn_check_writable(t, name, err)))) return st; /* dst: no element twice */
     attn_tensor region = {bytes, ATTN_BOOL, 1, {total}, {1}};

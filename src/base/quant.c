@@ -342,8 +342,9 @@ static attn_status check_call(const attn_tensor *t, const char *name, const void
     if (!attn_mul_i64(*rows, (int64_t)*row_size, &total) || (uint64_t)total > SIZE_MAX)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the rows' byte size overflows");
     if ((size_t)total > size)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld rows of %s take %lld bytes; %s holds %zu", (long long)*rows,
-                         attn_dtype_name(format), (long long)total, bytes_out ? "dst" : "src", size);
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%lld row%s of %s take%s %lld bytes; %s holds %zu", (long long)*rows,
+                         attn_plural(*rows), attn_dtype_name(format), *rows == 1 ? "s" : "", (long long)total,
+                         bytes_out ? "dst" : "src", size);
     st = attn_check_extent(t, name, err);
     if (st || (!bytes_out && (st = attn_check_writable(t, name, err)))) return st; /* dst: no element twice */
     /* The rows as a 1-D byte tensor, for the one aliasing check. */
