@@ -225,23 +225,24 @@ static void print_inputs(const explain_args *a, const explain_model *m, const at
 }
 
 /* Where the head's weights came from, said as the closing's last sentence:
- * only the toy's own heads were wired by hand. */
-static const char *weights_origin(const char *head) {
-    if (strncmp(head, "trained", 7) == 0)
+ * only the toy's own heads were wired by hand. The same choice as
+ * load_weights makes: --trained, then --wq, then --random-head. */
+static const char *weights_origin(const explain_args *a) {
+    if (a->trained)
         return "And these weights were learned: `attn train` trained them, from sentences, to make each verb look "
                "at its subject.";
-    if (strncmp(head, "random", 6) == 0)
-        return "And these weights are random, as a model's are before it learns: `attn train` shows a head "
-               "learning, from sentences, to make each verb look at its subject.";
-    if (strncmp(head, "custom", 6) == 0)
+    if (a->wq)
         return "And these weights are the ones you gave (--wq, --wk, --wv): `attn train` shows a head learning "
                "its own, from sentences, to make each verb look at its subject.";
+    if (a->random_head)
+        return "And these weights are random, as a model's are before it learns: `attn train` shows a head "
+               "learning, from sentences, to make each verb look at its subject.";
     return "And these weights were wired by hand, where models learn theirs: `attn train` shows a head learning, "
            "from sentences, to make each verb look at its subject.";
 }
 
 /* The closing lines: the mode's formula in one line, and what is missing. */
-static void print_closing(const explain_args *a, const explain_model *m) {
+static void print_closing(const explain_args *a) {
     printf("\n");
     if (a->mode == ATTN_EXPLAIN_AVERAGE) {
         /* Under the causal mask word i averages the i + 1 words up to it: the blends differ. */
@@ -271,7 +272,7 @@ static void print_closing(const explain_args *a, const explain_model *m) {
                                 "sinusoidal or rope gives the head positions of its own)."
                                : "Nothing here knows word order: shuffle the sentence and each word's output only "
                                  "moves with it (--positions sinusoidal or rope adds it).",
-                  weights_origin(m->head));
+                  weights_origin(a));
     }
 }
 
@@ -355,6 +356,6 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
         cli_prose(stdout, 0, 3, "who attends to whom (the top three weights of each word)");
         explain_summary(m, ex, a->causal);
     }
-    if (!a->step) print_closing(a, m);
+    if (!a->step) print_closing(a);
 }
 
