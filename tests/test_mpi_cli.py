@@ -330,6 +330,9 @@ def main():
     c.bad("error_softcap_zero", 2, qkv3 + ["--softcap", "0"], "--softcap 0 is not a finite number above 0")
     c.bad("error_sinks_wrong_shape", 2, qkv3 + ["--sinks", c.path("sinks3.npy")], "sinks")
     c.bad("error_sinks_missing_file", 2, qkv3 + ["--sinks", c.path("no_sinks.npy")], "no_sinks.npy")
+    c.save(q_heads=f((4097, 4, 1)), k_heads=f((4097, 4, 1)))  # past the paper's slopes --alibi computes
+    c.bad("error_alibi_too_many_heads", 2, ["-q", c.path("q_heads.npy"), "-k", c.path("k_heads.npy"), "-v",
+          c.path("k_heads.npy"), "--alibi"], "--alibi: q has 4097 heads; at most 4096")
     # A FIFO as an input: refused as attn refuses it, not a wait for ever in
     # the open of each rank's own copy (stdio's open waits for a writer).
     os.mkfifo(c.path("fifo.npy"))
