@@ -72,7 +72,9 @@ static const char SDPA_USAGE[] =
     "                         fp8(x / S) and read as code * S, the scale folded into\n"
     "                         the scores and the output (attn.h); a scale under\n"
     "                         which a value would pass the format's largest (448,\n"
-    "                         57344: saturated) or every value round to 0 is refused\n"
+    "                         57344: saturated) or every value round to 0 is refused,\n"
+    "                         and without --kv-scale so are values that do not fit\n"
+    "                         the format as they are (the message names a scale)\n"
     "      --hadamard         with --kv q8, q4, q4_1, e4m3 or e5m2: store the keys\n"
     "                         turned by the Walsh-Hadamard rotation (as llama.cpp\n"
     "                         does for quantized K) and turn q alike, so q.k is kept\n"
@@ -166,7 +168,8 @@ static float fp8_round(attn_dtype format, float x) {
     return back;
 }
 
-/* --kv-scale S: the values x / S must fit the fp8 format. The library
+/* --kv e4m3 or e5m2, with --kv-scale S or without (S = 0 here, the values
+ * stored as they are): the values x / S must fit the fp8 format. The library
  * saturates a quotient past the largest value (448 for e4m3, 57344 for
  * e5m2) to it, as vLLM's and FlashAttention-3's conversions do, and rounds
  * one below half the smallest to 0; for a scale the user gives, either
@@ -177,11 +180,29 @@ static float fp8_round(attn_dtype format, float x) {
  * scale that uses the whole range, amax / largest (vLLM's dynamic
  * per-tensor scale), is the one suggested, rounded up to 3 digits. */
 static int check_fp8_range(const input *in, attn_dtype store, double scale, double amax, double quot) {
+    const double largest = fp8_round(store, FLT_MAX), fit = amax / largest;
+    const double unit = pow(10, floor(log10(fit)) - 2), suggested = ceil(fit * (1 + 1e-6) / unit) * unit;
+    if (scale == 0) { /* no --kv-scale: the values themselves are stored, and must fit as they are */
+        /* The suggestion scales this input and leaves the other as it is:
+         * one number would scale k and v both. */
+        char pair[64];
+        const int is_k = in->flag[1] == 'k';
+        snprintf(pair, sizeof pair, is_k ? "%.3g,1" : "1,%.3g", suggested);
+        if (amax > largest)
+            return cli_error(EXIT_DATA, "--kv %s: %s %s holds %g, past %s's largest value %g (it would be stored as "
+                             "%g); --kv-scale %s (max |%s| / %g, and %s as it is) keeps every value",
+                             attn_dtype_name(store), in->flag, in->path, amax, attn_dtype_name(store), largest, largest,
+                             pair, in->flag + 1, largest, is_k ? "v" : "k");
+        if (amax > 0 && fp8_round(store, (float)amax) == 0)
+            return cli_error(EXIT_DATA, "--kv %s: every value of %s %s would be stored as 0 (the largest is %g); "
+                             "--kv-scale %s (max |%s| / %g, and %s as it is) uses the format's range",
+                             attn_dtype_name(store), in->flag, in->path, amax, pair, in->flag + 1, largest,
+                             is_k ? "v" : "k");
+        return 0;
+    }
     if ((float)scale == 0) /* x / 0: infinities, and NaN for x = 0 */
         return cli_error(EXIT_DATA, "--kv-scale %g is 0 as the float32 the values are divided by (the smallest is "
                          "%g)", scale, (double)FLT_TRUE_MIN);
-    const double largest = fp8_round(store, FLT_MAX), fit = amax / largest;
-    const double unit = pow(10, floor(log10(fit)) - 2), suggested = ceil(fit * (1 + 1e-6) / unit) * unit;
     if (quot > largest)
         return cli_error(EXIT_DATA, "--kv-scale %g: %s %s holds %g, %g times the scale, past %s's largest value %g "
                          "(it would be stored as %g); a scale of at least %.3g (max |%s| / %g) keeps every value",
@@ -203,7 +224,13 @@ static int to_stored(input *in, attn_dtype store, double scale) {
                          cli_dtype_name(in->t.dtype));
     attn_tensor b;
     attn_error err;
-    if (scale > 0) { /* x / scale in f32 (one rounding), then quantized: as a cache with k_scale stores it */
+    /* x / scale in f32 (one rounding), then quantized: as a cache with
+     * k_scale stores it. fp8 without a scale goes this way too (x / 1 is x,
+     * float16 widened exactly), so that values the format cannot hold are
+     * refused rather than saturated without a word. */
+    const int fp8 = store == ATTN_E4M3 || store == ATTN_E5M2;
+    if (scale > 0 || fp8) {
+        const float s = scale > 0 ? (float)scale : 1.0f;
         attn_tensor_init(&b, NULL, ATTN_F32, in->t.rank, in->t.shape, NULL, NULL);
         int64_t n = attn_tensor_numel(&b);
         b.data = malloc((size_t)n * 4 + 4);
@@ -212,8 +239,8 @@ static int to_stored(input *in, attn_dtype store, double scale) {
         double amax = 0, quot = 0;
         for (int64_t i = 0; i < n; i++) {
             float *x = (float *)b.data + i;
-            if (isfinite(*x)) amax = fmax(amax, fabs(*x)), quot = fmax(quot, fabs(*x / (float)scale));
-            *x /= (float)scale;
+            if (isfinite(*x)) amax = fmax(amax, fabs(*x)), quot = fmax(quot, fabs(*x / s));
+            *x /= s;
         }
         int code = check_fp8_range(in, store, scale, amax, quot);
         attn_npy_free(&in->t);

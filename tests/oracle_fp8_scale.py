@@ -413,7 +413,8 @@ def test_cli():
     v[np.abs(v) > 200] = np.float32(200)
     with tempfile.TemporaryDirectory() as d:
         paths = {}
-        for n, a in (("q", q), ("k", k), ("v", v), ("k_out", k_out)):
+        k_tiny = (k * np.float32(1e-12)).astype(np.float32)  # below half e5m2's smallest subnormal, 2^-16
+        for n, a in (("q", q), ("k", k), ("v", v), ("k_out", k_out), ("k_tiny", k_tiny)):
             paths[n] = os.path.join(d, n + ".npy")
             np.save(paths[n], a)
         o = os.path.join(d, "o.npy")
@@ -449,7 +450,16 @@ def test_cli():
                (["--kv", "e4m3", "--kv-scale", "1e-50"], paths["k"], r"--kv-scale 1e-50 is 0 as the float32", "f32_zero"),
                (["--kv", "e4m3", "--kv-scale", "0.5"], paths["k_out"], r"--kv-scale 0.5: -k \S+ holds 1e\+06, 2e\+06 times "
                 r"the scale, past e4m3's largest value 448 .* a scale of at least ([\d.e+-]+) \(max \|k\| / 448\)",
-                "outliers"))
+                "outliers"),
+               # No --kv-scale: the values are stored as they are, and are
+               # refused alike where they pass the largest value or all
+               # round to 0, rather than saturated or lost without a word.
+               (["--kv", "e4m3"], paths["k_out"], r"--kv e4m3: -k \S+ holds 1e\+06, past e4m3's largest value 448 \(it "
+                r"would be stored as 448\); --kv-scale ([\d.e+-]+,1) \(max \|k\| / 448, and v as it is\) keeps every "
+                r"value$", "unscaled_outliers"),
+               (["--kv", "e5m2"], paths["k_tiny"], r"--kv e5m2: every value of -k \S+ would be stored as 0 \(the largest "
+                r"is [\d.e+-]+\); --kv-scale ([\d.e+-]+,1) \(max \|k\| / 57344, and v as it is\) uses the format's "
+                r"range$", "unscaled_vanishing"))
         for args, kp, pattern, what in bad:
             out2 = os.path.join(d, "bad.npy")
             if os.path.exists(out2):  # the last case's suggested scale wrote it
@@ -461,7 +471,10 @@ def test_cli():
             check("cli_kv_scale_refused_%s" % what, p.returncode == 1 and m and not p.stdout and not os.path.exists(out2),
                   "rc %d stderr %r" % (p.returncode, p.stderr))
             if m and m.groups():
-                argv[argv.index("--kv-scale") + 1] = m.group(1)
+                if "--kv-scale" in argv:
+                    argv[argv.index("--kv-scale") + 1] = m.group(1)
+                else:
+                    argv += ["--kv-scale", m.group(1)]
                 p = subprocess.run(argv, capture_output=True, text=True)
                 check("cli_kv_scale_suggested_runs_%s" % what, p.returncode == 0 and os.path.exists(out2) and
                       np.isfinite(np.load(out2)).all(), "rc %d stderr %r" % (p.returncode, p.stderr))
