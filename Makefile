@@ -445,8 +445,14 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/attn $(DESTDIR)$(PREFIX)/bin/attn-bench $(DESTDIR)$(PREFIX)/include/attn.h \
 	  $(DESTDIR)$(PREFIX)/include/attn_teach.h $(DESTDIR)$(PREFIX)/include/attn_mpi.h \
 	  $(DESTDIR)$(PREFIX)/bin/attn-mpi $(DESTDIR)$(PREFIX)/lib/libattn-mpi.a \
-	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so* \
+	  $(DESTDIR)$(PREFIX)/lib/libattn.a $(DESTDIR)$(PREFIX)/lib/libattn.so.$(VERSION) \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/attn-mpi.pc
+	@# The links only where they lead to this version: another version's
+	@# library (libattn.so.1.*, or an older 0.x the links were moved to)
+	@# belongs to its own install.
+	cd $(DESTDIR)$(PREFIX)/lib 2>/dev/null || exit 0; \
+	  if [ "$$(readlink libattn.so.$(SOMAJOR))" = libattn.so.$(VERSION) ]; then rm -f libattn.so.$(SOMAJOR); fi; \
+	  if [ "$$(readlink libattn.so)" = libattn.so.$(SOMAJOR) ] && [ ! -e libattn.so.$(SOMAJOR) ]; then rm -f libattn.so; fi
 	@$(LDCONFIG)
 
 clean:

@@ -182,4 +182,21 @@ if [ -f "$BUILD/libattn-mpi.a" ]; then
         echo "FAIL destdir_install_attn_mpi_pc: $(tail -n 3 "$prefix.log" | tr '\n' ' ')"
     fi
 fi
+# make uninstall removes what install put there and nothing else: another
+# version's library beside it (a libattn.so.1, an older 0.x) stays, and the
+# links stay where they lead to another version.
+un="$prefix/un"
+if make -s --no-print-directory BUILD="$BUILD" PREFIX="$un" install >"$prefix.log" 2>&1 &&
+    touch "$un/lib/libattn.so.1.0.0" "$un/lib/libattn.so.0.0.1" &&
+    make -s --no-print-directory BUILD="$BUILD" PREFIX="$un" uninstall >>"$prefix.log" 2>&1 &&
+    [ "$(find "$un" ! -type d | sort | tr '\n' ' ')" = "$un/lib/libattn.so.0.0.1 $un/lib/libattn.so.1.0.0 " ] &&
+    make -s --no-print-directory BUILD="$BUILD" PREFIX="$un" install >>"$prefix.log" 2>&1 &&
+    ln -sf libattn.so.0.0.1 "$un/lib/libattn.so.0" &&
+    make -s --no-print-directory BUILD="$BUILD" PREFIX="$un" uninstall >>"$prefix.log" 2>&1 &&
+    [ "$(readlink "$un/lib/libattn.so.0")" = libattn.so.0.0.1 ] && [ "$(readlink "$un/lib/libattn.so")" = libattn.so.0 ] &&
+    [ ! -e "$un/lib/libattn.so.$version" ]; then
+    echo "ok uninstall_leaves_other_versions"
+else
+    echo "FAIL uninstall_leaves_other_versions: left $(find "$un" ! -type d | tr '\n' ' ') $(tail -n 2 "$prefix.log" | tr '\n' ' ')"
+fi
 rm -rf "$prefix" "$prefix.log"
