@@ -703,9 +703,10 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
  * many bytes of the struct, so the fields a program's header lacks keep
  * their defaults: a program built
  * against an older attn.h runs with a newer library unchanged. A
- * struct_size below sizeof(size_t) (0: a struct zeroed by hand) or larger
- * than the library's own (a header newer than the library) is
- * ATTN_ERR_OPTION.
+ * struct_size below sizeof(size_t) (0: a struct zeroed by hand), larger
+ * than the library's own (a header newer than the library), or not a
+ * multiple of _Alignof(size_t) (no compiler's sizeof for a struct that
+ * begins with a size_t: it would end inside a field) is ATTN_ERR_OPTION.
  *
  * Start a struct X from its defaults in either of two ways (attn_tuning
  * and attn_npy_info, which the library fills, have none: set struct_size
@@ -748,7 +749,8 @@ ATTN_API attn_status attn_check_disjoint(const attn_tensor *a, const char *a_nam
  * struct_size below sizeof(size_t) (the message is "NAME->struct_size is N:
  * HINT", e.g. NAME "options" and HINT "start from
  * attn_sdpa_options_default()"; NULL NAME reads "struct", a NULL or empty
- * HINT is left out) or larger than `size` (a newer header).
+ * HINT is left out), larger than `size` (a newer header) or not a multiple
+ * of _Alignof(size_t).
  *
  * attn_versioned_init is X_init: the first struct_size bytes of `theirs`
  * from `defaults` (`size` bytes, X as the library has it), zeros past
@@ -2858,8 +2860,8 @@ ATTN_API const char *attn_isa(void);
  * on it.
  * Set tuning->struct_size = sizeof(attn_tuning) before the call; an older,
  * smaller struct gets the fields it has. Errors: ATTN_ERR_NULL, and
- * ATTN_ERR_OPTION for a struct_size below sizeof(size_t) or larger than
- * this library's. */
+ * ATTN_ERR_OPTION for a struct_size below sizeof(size_t), larger than
+ * this library's or not a multiple of _Alignof(size_t). */
 typedef struct attn_tuning {
     size_t struct_size;
     const char *core;        /* detected: "zen3", "zen4", "zen5", "intel-avx512" or "generic" */

@@ -1438,7 +1438,7 @@ static void test_versioned_init(void) {
  * (struct_size, a, b) read from a caller's older, smaller one. */
 typedef struct versioned_demo {
     size_t struct_size;
-    int a, b;
+    int64_t a, b;
 } versioned_demo;
 
 static void test_versioned_helpers(void) {
@@ -1450,7 +1450,14 @@ static void test_versioned_helpers(void) {
     check_status(attn_versioned_read(&ours, sizeof ours, &theirs, "demo", "start from demo_default()", &err), &err,
                  ATTN_OK, "", "versioned_read_older_struct");
     check(ours.a == 7 && ours.b == 2 && ours.struct_size == sizeof ours, "versioned_read_keeps_defaults_past_it",
-          "a %d, b %d, struct_size %zu", ours.a, ours.b, ours.struct_size);
+          "a %lld, b %lld, struct_size %zu", (long long)ours.a, (long long)ours.b, ours.struct_size);
+    /* A size no compiler gives a struct that begins with a size_t (it is a
+     * multiple of that alignment): it would end inside b, and b would be
+     * read half the caller's and half the default. */
+    theirs.struct_size = offsetof(versioned_demo, b) + 4;
+    check_status(attn_versioned_read(&ours, sizeof ours, &theirs, "demo", "start from demo_default()", &err), &err,
+                 ATTN_ERR_OPTION, "demo->struct_size is 20, not a multiple of 8, so no struct's sizeof: start from",
+                 "versioned_read_size_inside_a_field");
     check_status(attn_versioned_read(&ours, sizeof ours, NULL, "demo", "", &err), &err, ATTN_OK, "",
                  "versioned_read_null_theirs_reads_nothing");
     theirs.struct_size = 3;
@@ -3360,10 +3367,14 @@ static void test_tuning(void) {
               (strcmp(t.blocks_for, "cpuid") == 0 || strcmp(t.blocks_for, "generic") == 0),
           "tuning_reports_every_block", "status %d", (int)st);
     memset(&t, 0x5a, sizeof t);
-    t.struct_size = offsetof(attn_tuning, gemm_rows);
+    /* 0.2.0's struct ended at decode_chunk; its sizeof, rounded up to the
+     * pointers' alignment, takes gemm_rows (added in its tail padding) too,
+     * but not gemm_depth. */
+    t.struct_size = offsetof(attn_tuning, gemm_depth);
     st = attn_get_tuning(&t, &err);
-    check(st == ATTN_OK && t.decode_chunk > 0 && t.gemm_rows == 0x5a5a5a5a && t.struct_size == offsetof(attn_tuning, gemm_rows),
-          "tuning_older_struct_gets_its_fields_only", "status %d, gemm_rows %d", (int)st, t.gemm_rows);
+    check(st == ATTN_OK && t.decode_chunk > 0 && t.gemm_depth == 0x5a5a5a5a && t.gemm_cols == 0x5a5a5a5a &&
+              t.struct_size == offsetof(attn_tuning, gemm_depth),
+          "tuning_older_struct_gets_its_fields_only", "status %d, gemm_depth %d", (int)st, t.gemm_depth);
     t.struct_size = sizeof t + 8;
     check_status(attn_get_tuning(&t, &err), &err, ATTN_ERR_OPTION, "struct_size", "tuning_struct_too_large");
 }

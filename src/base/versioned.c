@@ -13,6 +13,12 @@ static attn_status check_size(size_t given, size_t ours, const char *name, const
     if (given < sizeof(size_t))
         return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is %zu%s%s", name, given, hint && *hint ? ": " : "",
                          hint && *hint ? hint : "");
+    /* A struct that begins with a size_t is aligned at least as a size_t
+     * is, and its sizeof is a multiple of that: any other size is no
+     * header's struct, and would end inside a field. */
+    if (given % _Alignof(size_t))
+        return attn_fail(err, ATTN_ERR_OPTION, "%s->struct_size is %zu, not a multiple of %zu, so no struct's sizeof%s%s",
+                         name, given, (size_t)_Alignof(size_t), hint && *hint ? ": " : "", hint && *hint ? hint : "");
     if (given > ours)
         return attn_fail(err, ATTN_ERR_OPTION,
                          "%s->struct_size is %zu, larger than this library's %zu: the program was built against a "
