@@ -1369,6 +1369,22 @@ try:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", False, "planned")
 except ValueError:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", True)
+# Its masks, matched to the sequences by id: one mask too few left the
+# last sequence unmasked and one too many was dropped, silently, where
+# every other pool's plan counts them. Counted alike; the right count
+# still runs bitwise attend with those masks.
+lmask = np.zeros((4, 1, 45), bool)
+lmask[..., :9] = True
+for label, given in (("too_few", [None]), ("too_many", [None, lmask, None])):
+    try:
+        layers[0].plan([lb, la], [1, 1], num_heads=4, masks=given)
+        why = "planned"
+    except attn.ArgumentError as e:
+        why = "" if "masks has %d entr" % len(given) in str(e) and "for 2 sequences" in str(e) else str(e)
+    check("kv_pages_python_q4c_plan_refuses_masks_%s" % label, not why, why)
+check("kv_pages_python_q4c_plan_masks_bitwise_attend",
+      np.array_equal(layers[0].plan([lb, la], [1, 1], num_heads=4, masks=[None, lmask]).run(ql[:2]),
+                     layers[0].attend([lb, la], ql[:2], cu_seqlens_q=[0, 1, 2], masks=[None, lmask])))
 # A plan run on a pool whose keys are stored otherwise (key_dtype, the
 # Hadamard rotation) than its own pool's: the run reads the pages in the
 # plan's format, so f32 rows over q4c groups gave NaN and q8 keys turned by

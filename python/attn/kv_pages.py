@@ -567,6 +567,13 @@ class PagedPlan:
                                        [np.zeros(0, np.int64)]).astype(np.int64)
             self.back = np.argsort(self.rows, kind="stable")
             if masks is not None:
+                # counted as _varlen_masks counts them for the other pools:
+                # zip() dropped masks past the sequences, and left the
+                # sequences past the masks unmasked, silently
+                masks = _listed(masks, "masks", "per-sequence masks (None for none)")
+                if len(masks) != len(seqs):
+                    raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"),
+                                                                 _count(len(seqs), "sequence")), 19)
                 by = dict(zip(seqs, masks))
                 masks = [by.get(s) for s in seqs_by_id]
             seqs, q_lengths = seqs_by_id, [counts.get(s, 0) for s in seqs_by_id]
