@@ -23,7 +23,11 @@ MATRICES = ("X", "P", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "w
 
 
 def _pick(table, value, name):
-    if value not in table:
+    try:
+        known = value in table
+    except TypeError:  # unhashable (a list): "unhashable type: 'list'" named no argument
+        known = False
+    if not known:
         raise _core.OptionError("%s is %r: one of %s" % (name, value, ", ".join(map(repr, table))), 9)
     return table[value]
 
@@ -63,7 +67,11 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     o.causal, o.tied = int(_flag(causal, "causal")), int(_flag(tied, "tied"))
     o.no_scale = int(not _flag(scale, "scale"))
     o.scale_by_d_model = int(_pick({"d_k": 0, "d_model": 1}, scale_by, "scale_by"))
-    keep = _text(source, "source") if source else None
+    keep = _text(source, "source") if source is not None else None
+    if keep is not None and not keep:
+        # as `attn explain --source ""` says it: the library reads "" as no
+        # source, and the sentence attended to itself, silently
+        raise _core.TokenError("the source: the sentence has no words", 18)
     o.source = keep
     text = _text(sentence, "sentence")
     n, err = ctypes.c_size_t(), Error()
