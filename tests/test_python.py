@@ -829,6 +829,24 @@ argument_cases = [
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, tv_, is_causal="bottom-right")),
     ("torch_dropout_none", "TypeError", "dropout_p must be a real number",
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, tv_, dropout_p=None)),
+    # A NumPy mask: the float16 and size-0 paths called its .detach() or
+    # .to() (AttributeError), the others named it
+    ("torch_numpy_mask_float16_query", "TypeError", "attn_mask must be a torch.Tensor or None, not ndarray",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q).half(), tk_, tv_, attn_mask=np.ones((5, 6), bool))),
+    ("torch_numpy_mask_no_queries", "TypeError", "attn_mask must be a torch.Tensor or None, not ndarray",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q[:, :0]), tk_, tv_, attn_mask=np.ones((0, 6), bool))),
+    # What NumPy cannot view raised torch's own words, naming no argument:
+    # a bfloat16 tensor a TypeError (not DtypeError), one in autograd's
+    # graph a RuntimeError; an array past rank 5 "an array of rank 6"
+    ("sdpa_bfloat16_tensor_k", "DtypeError", "k (Tensor of torch.bfloat16) cannot be read as a NumPy array",
+     lambda: attn.sdpa(torch.from_numpy(q32), torch.from_numpy(k32).bfloat16(), torch.from_numpy(v32))),
+    ("sdpa_tensor_requiring_grad", "TypeError", "v requires grad",
+     lambda: attn.sdpa(q, k, torch.from_numpy(v).requires_grad_())),
+    ("sdpa_bfloat16_mask", "DtypeError", "mask (Tensor of torch.bfloat16) cannot be read",
+     lambda: attn.sdpa(q, k, v, mask=torch.zeros(5, 6, dtype=torch.bfloat16))),
+    ("sdpa_q_rank_6", "RankError", "q has rank 6; at most 5", lambda: attn.sdpa(q[None, None, None], k, v)),
+    ("sdpa_mask_rank_6", "RankError", "mask has rank 6; at most 5",
+     lambda: attn.sdpa(q, k, v, mask=np.ones((1,) * 4 + (5, 6), bool))),
 ]
 threads_before = attn.get_num_threads()
 check_raises("argument", argument_cases)
@@ -1462,6 +1480,11 @@ check_raises("teach", [
      lambda: attn.teach.explain("the cat", causal="false")),
     ("explain_scale_string", "TypeError", "scale must be a bool, not str",
      lambda: attn.teach.explain("the cat", scale="no")),
+    # the library reads "" as no source: the sentence attended to itself,
+    # where `attn explain --source ""` refuses it
+    ("explain_source_empty", "TokenError", "the source: the sentence has no words",
+     lambda: attn.teach.explain("the cat", source="")),
+    ("explain_head_list", "OptionError", "head is ['wired']", lambda: attn.teach.explain("the cat", head=["wired"])),
 ])
 check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
       attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])

@@ -140,6 +140,31 @@ def view(a, dtype=None):
     return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
+def _array(x, name):
+    """x, a tensor or anything else NumPy views, as an array. What NumPy
+    cannot view raised torch's words, naming no argument: a bfloat16 tensor
+    ("Got unsupported ScalarType BFloat16", a TypeError, not the DtypeError
+    every other dtype is), or one that requires grad (a RuntimeError)."""
+    if getattr(x, "requires_grad", False):  # a torch tensor in autograd's graph
+        raise TypeError("%s requires grad, and the NumPy calls compute no gradient: use attn.torch, or pass "
+                        "%s.detach()" % (name, name))
+    try:
+        return np.asarray(x)
+    except (TypeError, RuntimeError) as e:
+        raise DtypeError("%s (%s of %s) cannot be read as a NumPy array (%s)%s"
+                         % (name, type(x).__name__, getattr(x, "dtype", "?"), e,
+                            ": attn.torch takes bfloat16 tensors" if "bfloat16" in str(getattr(x, "dtype", ""))
+                            else ""), 6) from None
+
+
+def _ranked(a, name):
+    """a, refused naming `name` when its rank passes what an attn_tensor
+    holds (view() said "an array of rank 6", naming no argument)."""
+    if a.ndim > MAX_RANK:
+        raise RankError("%s has rank %d; at most %d" % (name, a.ndim, MAX_RANK), 2)
+    return a
+
+
 def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16, or float16 where the
@@ -159,10 +184,11 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
         # the caller never made); an integer tensor was converted silently.
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
             try:
-                return np.asarray(a, like if like is not None else np.float64)
+                return _ranked(np.asarray(a, like if like is not None else np.float64), name)
             except (TypeError, ValueError) as e:  # "could not convert string to float", naming no argument
                 raise DtypeError("%s is %s, not an array of numbers (%s)" % (name, type(a).__name__, e), 6) from None
-        a = np.asarray(a)
+        a = _array(a, name)
+    _ranked(a, name)
     taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
     if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
         return a
@@ -347,7 +373,7 @@ def mask_array(mask, name="mask"):
     """mask as an array, bool or float, as PyTorch takes masks. An integer
     mask is refused: a 0/1 mask converted to float would be a bias of +0
     and +1 on the scores, not a mask."""
-    m = np.asarray(mask)
+    m = _ranked(_array(mask, name), name)
     if m.dtype != np.bool_ and m.dtype.kind != "f":
         raise MaskError("%s is %s: a mask must be bool or float (for a 0/1 mask, %s.astype(bool))"
                         % (name, m.dtype, name), 7)

@@ -289,6 +289,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
             raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s"
                             % (name, type(t).__name__))
+    # A NumPy mask reached the 16-bit and size-0 paths, which called its
+    # .detach() or .to() (AttributeError); the others said "attn_mask must be
+    # a torch.Tensor". Said here, for every path.
+    if attn_mask is not None and not isinstance(attn_mask, torch.Tensor):
+        raise TypeError("scaled_dot_product_attention(): attn_mask must be a torch.Tensor or None, not %s"
+                        % type(attn_mask).__name__)
     query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
     # The library's rule for every shape: a size-0 input took torch's own
