@@ -227,6 +227,19 @@ for how, parts in (("stacked", lambda: (np.stack([o1, o2]), np.stack([l1, l2])))
     except Exception as e:  # noqa: BLE001 -- any error is the failure
         why = "%s: %s" % (type(e).__name__, e)
     check("merge_parts_%s" % how, not why, why)
+# Parts of attn.sdpa over no queries, or a batch of 0, split over the keys:
+# the merge refused them ("each must be at least 1") where attn.sdpa over
+# all the keys gave its empty out and lse. Now empty as that.
+for label, sl_ in (("no_queries", np.s_[:, :, :0]), ("batch_of_0", np.s_[:0])):
+    try:
+        eq, ek, ev = q[sl_], k[sl_] if label == "batch_of_0" else k, v[sl_] if label == "batch_of_0" else v
+        parts = [attn.sdpa(eq, ek[:, :, a:b], ev[:, :, a:b], return_lse=True) for a, b in ((0, 9), (9, ek.shape[2]))]
+        eo, el = attn.merge([p_[0] for p_ in parts], [p_[1] for p_ in parts])
+        wo_, wl_ = attn.sdpa(eq, ek, ev, return_lse=True)
+        why = "" if eo.shape == wo_.shape and el.shape == wl_.shape else "shapes %s %s" % (eo.shape, el.shape)
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("merge_empty_parts_%s" % label, not why, why)
 
 # --- errors: every attn_status, and the calls that raise them ----------------
 lib = attn._core.LIB
