@@ -1498,7 +1498,26 @@ check_raises("teach", [
     ("explain_source_empty", "TokenError", "the source: the sentence has no words",
      lambda: attn.teach.explain("the cat", source="")),
     ("explain_head_list", "OptionError", "head is ['wired']", lambda: attn.teach.explain("the cat", head=["wired"])),
+    # options the library computes without, as `attn explain` refuses them
+    # together: each came back as the explanation without it
+    ("explain_tied_mode_dot", "OptionError", "tied=True ties W_K to W_Q: mode 'dot' has no projections",
+     lambda: attn.teach.explain("the cat", tied=True, mode="dot")),
+    ("explain_random_head_mode_average", "OptionError", "head 'random' picks W_Q, W_K and W_V: mode 'average'",
+     lambda: attn.teach.explain("the cat", head="random", mode="average")),
+    ("explain_scale_by_d_model_no_scale", "OptionError", "not with scale=False or mode 'dot' or 'average' (given "
+     "scale=False)", lambda: attn.teach.explain("the cat", scale_by="d_model", scale=False)),
+    ("explain_scale_by_d_model_mode_dot", "OptionError", "(given mode 'dot')",
+     lambda: attn.teach.explain("the cat", scale_by="d_model", mode="dot")),
 ])
+# ... and the command refuses each of them alike (usage errors, exit 2)
+for label, opts in (("tied_mode_dot", ["--tied", "--mode", "dot"]), ("random_head_mode_average",
+                                                                      ["--random-head", "--mode", "average"]),
+                    ("scale_by_d_model_no_scale", ["--scale-by", "d_model", "--no-scale"]),
+                    ("scale_by_d_model_mode_dot", ["--scale-by", "d_model", "--mode", "dot"])):
+    cli = subprocess.run([os.path.join(BUILD, "attn"), "explain"] + opts + ["the", "cat"], capture_output=True,
+                         text=True)
+    check("explain_cli_refuses_%s_as_python" % label, cli.returncode == 2, "exit %d: %s" % (cli.returncode,
+                                                                                         cli.stderr.strip()))
 check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
       attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])
 try:
