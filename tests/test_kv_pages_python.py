@@ -909,6 +909,16 @@ for la, lb in steps:
         h64[i] = np.concatenate([h64[i], x])
 check("mha_step_float64_cache_vs_float64_layer", worst <= 1e-12 and dtypes == {np.dtype(np.float64)},
       "error %.3g, dtypes %s" % (worst, dtypes))
+# Its append of another dtype, named as the library names float32 there:
+# float16 and integers were "it must be float32 or float64, or float16
+# beside a float32 q", of a q the call does not take.
+for label, dt_ in (("float16", np.float16), ("int32", np.int32), ("float32", np.float32)):
+    try:
+        c64.append(np.zeros((2, HK, 1, D), dt_), np.zeros((2, HK, 1, D)))
+        why = "appended"
+    except attn.DtypeError as e:
+        why = "" if "takes f" in str(e) and "q" not in str(e).replace("q4", "") else str(e)
+    check("kv_cache_float64_append_%s_refused" % label, not why and c64.length == 0, why)
 c32 = attn.KVCache(2, HK, 40, D)
 try:
     c32.mha_step([0], [np.ones((1, E))], layer)  # float64 x over a float32 cache

@@ -791,7 +791,12 @@ class KVCache:
         row (float64 for a float64 cache). All appended, or none: a cache
         without room for n more is a FullError, left as it was."""
         work = self._work()
-        k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32) for a, name in ((k, "k"), (v, "v")))
+        try:
+            k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32) for a, name in ((k, "k"), (v, "v")))
+        except DtypeError as e:  # a float64 cache's was "... or float16 beside a float32 q", of no q here
+            if work != np.float64 or "; " not in e.message:
+                raise
+            raise DtypeError("%s; a float64 cache takes float64" % e.message.split("; ")[0], 6) from None
         err = Error()
         raise_for(LIB.attn_kv_cache_append(self._cache, _view(k), _view(v), err), err)
 
