@@ -591,6 +591,23 @@ try:
 except (attn.AttnError, TypeError) as e:
     why = "raised %s: %s" % (type(e).__name__, e)
 check("kv_pages_python_one_sequence_packed_and_0d_id", not why, why)
+# A q given as nested lists (no dtype of its own) to the calls that take
+# float32: made float64, as lists are elsewhere, then refused by the library
+# ("q is f64"), and a paged plan's run advised q_dtype=np.float64, which
+# plans refuse. Made float32 now: bitwise the float32 array's results.
+c1 = attn.KVCache(batch=1, heads=1, capacity=8, key_dim=4)
+c1.append(k1[:, 0], v1[:, 0])
+for label, call in (("attend", lambda x: p1.attend(s1, x)),
+                    ("attend_packed", lambda x: p1.attend([s1], x, cu_seqlens_q=[0, 2])),
+                    ("plan_run", lambda x: p1.plan([s1], [2], num_heads=1).run(x)),
+                    ("cache_attend", lambda x: c1.attend(np.asarray(x)[:, 0] if isinstance(x, np.ndarray)
+                                                         else [row[0] for row in x]))):
+    try:
+        got, want = call(q1.tolist()), call(q1)
+        why = "" if got.dtype == np.float32 and np.array_equal(got, want) else "%s, other results" % got.dtype
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_%s_list_q_as_float32" % label, not why, why)
 # One sequence's mask given alone, not in a list: its rows were counted as
 # masks ("masks has 2 entries for 1 sequences").
 m1 = rng.random((2, 5)) < 0.7  # (L, S): two rows

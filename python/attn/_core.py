@@ -169,9 +169,9 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16, or float16 where the
     call takes it (f16: a query the library widens itself). Lists and scalars
-    become arrays of like's dtype, or float64; anything else that carries a
-    dtype of its own (a torch tensor, a memoryview, ...) is taken with that
-    dtype, as an array is. An array of any other dtype is refused, not
+    become arrays of like's dtype, or float64 (float32 with f32_only);
+    anything else that carries a dtype of its own (a torch tensor, a
+    memoryview, ...) is taken with that dtype, as an array is. An array of any other dtype is refused, not
     converted: an integer q made float64 would be reported as a mismatch
     with k, not as what it is. f32_only: float64 refused too (a KV pool's
     calls, which take float32), and said so: the message offered float64,
@@ -183,8 +183,12 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
         # gave float64 (or, beside float32 NumPy keys, a mismatch of dtypes
         # the caller never made); an integer tensor was converted silently.
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
+            # float32 for the calls that take nothing wider (f32_only): a list
+            # made float64 was refused there by the library ("q is f64"),
+            # and a paged plan advised planning for float64, which it refuses
+            made = like if like is not None else np.float32 if f32_only else np.float64
             try:
-                return _ranked(np.asarray(a, like if like is not None else np.float64), name)
+                return _ranked(np.asarray(a, made), name)
             except (TypeError, ValueError) as e:  # "could not convert string to float", naming no argument
                 raise DtypeError("%s is %s, not an array of numbers (%s)" % (name, type(a).__name__, e), 6) from None
         a = _array(a, name)
