@@ -130,8 +130,10 @@ typedef enum attn_status {
     /* A tensor's rank is outside what the call accepts (2..ATTN_MAX_RANK for
      * attention inputs, 0..ATTN_MAX_RANK for any tensor). */
     ATTN_ERR_RANK = 2,
-    /* A dimension is < 1, or sizes that must agree do not (q's E vs k's E,
-     * k's S vs v's S, the output's shape, ...). */
+    /* A dimension below what the call takes (below 0, or 0 where it takes
+     * none: attention takes L, S and a batch of 0 but never heads, E or Ev
+     * of 0), or sizes that must agree do not (q's E vs k's E, k's S vs v's
+     * S, the output's shape, ...). */
     ATTN_ERR_SHAPE = 3,
     /* Leading (batch) dimensions are neither equal nor 1. */
     ATTN_ERR_BROADCAST = 4,

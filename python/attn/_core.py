@@ -45,7 +45,8 @@ def _error_class(name, status, doc, *bases):
 
 NullError = _error_class("NullError", 1, "A required argument is missing (None).", ValueError)
 RankError = _error_class("RankError", 2, "A tensor's rank is outside what the call accepts.", ValueError)
-ShapeError = _error_class("ShapeError", 3, "A dimension is < 1, or sizes that must agree do not.", ValueError)
+ShapeError = _error_class("ShapeError", 3, "A dimension below what the call takes (0 where it takes none: heads, E "
+                         "or Ev), or sizes that must agree do not.", ValueError)
 BroadcastError = _error_class("BroadcastError", 4, "Batch dimensions are neither equal nor 1.", ValueError)
 HeadsError = _error_class("HeadsError", 5, "Query heads are not a multiple of key/value heads.", ValueError)
 DtypeError = _error_class("DtypeError", 6, "A dtype the call does not take, or dtypes that do not match.", TypeError)
