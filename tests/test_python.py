@@ -1338,6 +1338,34 @@ try:
 except attn.AttnError as e:
     why = "%s: %s" % (type(e).__name__, e)
 check("mha_float16_parameters_float32_inputs_backward", not why, why)
+# The same with bfloat16 parameters, which the library takes in an f32 layer
+# (attn.h, attn_mha: checkpoints as they ship) but NumPy cannot view: the
+# module refused them ("convert it to float32"). Passed by pointer now. A
+# bf16 weight's product rounds its input to bf16 (u = 2^-8), once in each
+# of the two products a value goes through, and each gradient is rounded to
+# bf16 once more: within 2^-6 of float64 autograd on the same bf16 values,
+# relative to the largest, and the gradients bfloat16.
+refb = torch.nn.MultiheadAttention(16, 4, dtype=D)
+mineb = at.MultiheadAttention(16, 4)
+mineb.load_state_dict({n: t.float() for n, t in refb.state_dict().items()})
+mineb.bfloat16()
+with torch.no_grad():
+    for t in refb.parameters():
+        t.copy_(t.bfloat16().double())  # the bfloat16 values the module holds
+x32 = x64.detach().float().requires_grad_()
+x64.grad = None
+try:
+    (a, wa), (b, wb) = refb(x64, x64, x64), mineb(x32, x32, x32)
+    a.sum().backward(), b.sum().backward()
+    named = dict(mineb.named_parameters())
+    worst = max(rel(named[n].grad.double(), p.grad) for n, p in refb.named_parameters())
+    dtypes = {str(named[n].grad.dtype) for n, _ in refb.named_parameters()}
+    errs = (rel(b.detach().double(), a.detach()), rel(x32.grad.double(), x64.grad), worst)
+    why = "" if dtypes == {"torch.bfloat16"} and b.dtype == torch.float32 and max(errs) <= 2 ** -6 else \
+        "dtypes %s, out %.3g, dx %.3g, dparams %.3g" % ((dtypes,) + errs)
+except (attn.AttnError, TypeError) as e:
+    why = "%s: %s" % (type(e).__name__, e)
+check("mha_bfloat16_parameters_float32_inputs_backward", not why, why)
 # A float attn_mask that needs a gradient (a learned bias, which torch's
 # module trains): attn_mha_backward has none, and the backward gave None
 # silently. It raises now; the same mask detached trains the rest.

@@ -319,21 +319,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 # The multi-head layer.
 
 def _mha_params(mod, arrays, keep):
-    """attn_mha_params over the module's NumPy views (keep holds the views)."""
+    """attn_mha_params over the module's NumPy views, or a bfloat16
+    tensor's own memory (keep holds the views)."""
     p = default(MhaParams)
     p.embed_dim, p.num_heads, p.num_kv_heads = mod.embed_dim, mod.num_heads, 0
     p.kdim, p.vdim = mod.kdim, mod.vdim
     for name, a in arrays.items():
-        t = _core.view(a)
-        keep.append(t)
+        t = _tview(a, name) if isinstance(a, torch.Tensor) else _core.view(a)
+        keep += [a, t]
         setattr(p, name, ctypes.pointer(t))
     return p
 
 
 def _param_arrays(tensors):
     """The module's parameters as NumPy views, by attn_mha_params' names (a
-    packed in_proj_bias beside separate weights too: the library splits it)."""
-    return {n: _np(t, n) for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
+    packed in_proj_bias beside separate weights too: the library splits it).
+    A bfloat16 parameter, which NumPy cannot view, stays a tensor, passed by
+    its data pointer: the library takes bf16 weights in an f32 layer
+    (attn.h, attn_mha), and a module .bfloat16()'d was refused."""
+    return {n: t.detach() if t.dtype == torch.bfloat16 else _np(t, n)
+            for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
 
 
 def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed, dtype):
@@ -405,7 +410,7 @@ class _MHA(torch.autograd.Function):
         # library takes no 16-bit gradient: it refused float16 ones, so that a
         # module .half()'d beside float32 inputs ran forward but not backward),
         # then rounded once to the parameter's dtype below.
-        wide = {torch.float16: query.dtype}
+        wide = {torch.float16: query.dtype, torch.bfloat16: query.dtype}
         grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
         garrays = _param_arrays(grads)
         g = _mha_params(mod, garrays, keep)
@@ -428,7 +433,10 @@ class MultiheadAttention(torch.nn.Module):
     Differences: a query whose every key is masked gives out_proj's bias
     (PyTorch: NaN), and the returned weights carry no gradient, nor does a
     float attn_mask or key_padding_mask (a backward that needs one raises
-    RuntimeError)."""
+    RuntimeError). Parameters may be float16 or bfloat16 beside float32
+    inputs (a module .half()'d or .bfloat16()'d; attn_mha's 16-bit weights,
+    bfloat16 ones on its bf16 products), each gradient computed in float32
+    and rounded once to its parameter's dtype."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
