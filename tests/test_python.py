@@ -1234,6 +1234,31 @@ out = at.scaled_dot_product_attention(q32t, k16, v16, enable_gqa=True)
 out.sum().backward()
 check("torch_float32_query_float16_kv", out.dtype == torch.float32 and q32t.grad.dtype == torch.float32 and
       k16.grad.dtype == torch.float16 and v16.grad.dtype == torch.float16)
+# bfloat16 keys or values beside a float32 query, which attn_sdpa takes: NumPy
+# cannot view them, and they were refused ("convert it to float32"). By
+# pointer now: out, dq and a float mask's gradient float32, within the f32
+# kernels' 2e-5 of float64 autograd on the same values; dk and dv in their
+# own dtype, the library's float32 gradient rounded once (2^-8 of the
+# largest value for bfloat16, 2^-11 for float16, on top).
+for kvd, label in (((torch.bfloat16, torch.bfloat16), "bfloat16_kv"),
+                   ((torch.bfloat16, torch.float16), "bfloat16_k_float16_v")):
+    for causal in (False, True):
+        q32b = torch.randn(2, 4, 9, 8, requires_grad=True)
+        kx, vx = (torch.randn(sh).to(d).requires_grad_() for sh, d in (((2, 2, 9, 8), kvd[0]), ((2, 2, 9, 5), kvd[1])))
+        m32 = torch.randn(9, 9, requires_grad=True)
+        try:
+            outx = at.scaled_dot_product_attention(q32b, kx, vx, attn_mask=m32, is_causal=causal, enable_gqa=True)
+            outx.sum().backward()
+            ref, ref_grads = autograd_f64(q32b, kx, vx, m32, causal)
+            grads = [q32b.grad, kx.grad, vx.grad, m32.grad]
+            bounds = [2e-5, 2e-5, 2 ** -8 + 2e-5, (2 ** -8 if kvd[1] == torch.bfloat16 else 2 ** -11) + 2e-5, 2e-5]
+            errs = [rel(outx.detach().double(), ref)] + [rel(g.double(), r) for g, r in zip(grads, ref_grads)]
+            dtypes = [t.dtype for t in [outx] + grads]
+            why = "" if dtypes == [torch.float32, torch.float32, kvd[0], kvd[1], torch.float32] and all(
+                e <= b for e, b in zip(errs, bounds)) else "dtypes %s, errors %s" % (dtypes, ["%.3g" % e for e in errs])
+        except attn.AttnError as e:
+            why = "%s: %s" % (type(e).__name__, e)
+        check("torch_float32_query_%s_%s" % (label, "causal" if causal else "mask"), not why, why)
 
 # Heads of size 1 broadcast as torch's matmuls broadcast them: a query of one
 # head (or of rank 2) over keys of three, keys of one head beside values of

@@ -792,7 +792,8 @@ class KVCache:
         without room for n more is a FullError, left as it was."""
         work = self._work()
         try:
-            k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32) for a, name in ((k, "k"), (v, "v")))
+            k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32)
+                    for a, name in ((k, "k"), (v, "v")))
         except DtypeError as e:  # a float64 cache's was "... or float16 beside a float32 q", of no q here
             if work != np.float64 or "; " not in e.message:
                 raise

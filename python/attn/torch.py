@@ -119,9 +119,10 @@ def _half_mask(m):
 
 
 class _SDPA16(torch.autograd.Function):
-    """16-bit queries (float16 or bfloat16) passed by data pointer: the library
-    computes in float32 and rounds out, and each gradient, once to the
-    tensor's own dtype."""
+    """16-bit queries (float16 or bfloat16), or bfloat16 keys or values
+    beside a float32 query, passed by data pointer: the library computes in
+    float32 and rounds out, and each gradient, once to the tensor's own
+    dtype (beside a float32 query it gives them in float32: rounded here)."""
     @staticmethod
     def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale):
         seed = _seed(dropout_p)
@@ -144,7 +145,10 @@ class _SDPA16(torch.autograd.Function):
         causal, scale, dropout_p, seed = ctx.settings
         need = ctx.needs_input_grad
         want_dmask = bool(need[3]) and mask is not None and mask.dtype != torch.bool
-        grads = [torch.empty_like(t, memory_format=torch.contiguous_format) if w else None
+        # beside a 16-bit q each gradient is its tensor's dtype; beside a
+        # float32 q the library gives float32 ones (attn.h), rounded below
+        own = q.dtype in _HALF
+        grads = [torch.empty(t.shape, dtype=t.dtype if own else q.dtype) if w else None
                  for t, w in zip((q, k, v), need[:3])]
         dmask = torch.empty(mask.shape, dtype=torch.float32) if want_dmask else None
         if all(g is None for g in grads) and dmask is None:
@@ -159,6 +163,7 @@ class _SDPA16(torch.autograd.Function):
         err = Error()
         _core.raise_for(LIB.attn_sdpa_backward(*[ctypes.byref(t) if t is not None else None for t in outs],
                                                *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
+        grads = [g.to(t.dtype) if g is not None else None for g, t in zip(grads, (q, k, v))]
         return grads[0], grads[1], grads[2], dmask.to(mask.dtype) if want_dmask else None, None, None, None
 
 
@@ -280,7 +285,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     must also run on torch passes one or the other); a dimension of size 0 (an empty batch, no
     queries, no keys, or E, Ev or heads of 0, which the library refuses) goes through torch's
     own math, as torch gives it: empty, or out 0 for queries without a key. Differentiable in query, key, value and a float
-    attn_mask; float64 and float32 (key and value may be float16), and
+    attn_mask; float64 and float32 (key and value may be float16, or beside a
+    float32 query bfloat16, by data pointer, dk and dv in their dtype), and
     float16 and bfloat16 queries (keys and values float32, float16 or
     bfloat16), passed to the library by data pointer, computed in float32
     and rounded once: the output and each gradient come back in their
@@ -310,7 +316,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise _core.OptionError("dropout_p is %g; it must be from 0 to 1" % p, 9)
     if 0 in query.shape or 0 in key.shape or 0 in value.shape:
         return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
-    if query.dtype in _HALF:
+    # bfloat16 keys or values beside a float32 query, which the library takes
+    # (attn.h, attn_sdpa): NumPy cannot view them, and they were refused
+    if query.dtype in _HALF or (query.dtype == torch.float32 and torch.bfloat16 in (key.dtype, value.dtype)):
         return _SDPA16.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
