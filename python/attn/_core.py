@@ -154,8 +154,8 @@ def _array(x, name):
     except (TypeError, RuntimeError) as e:
         raise DtypeError("%s (%s of %s) cannot be read as a NumPy array (%s)%s"
                          % (name, type(x).__name__, getattr(x, "dtype", "?"), e,
-                            ": attn.torch takes bfloat16 tensors" if "bfloat16" in str(getattr(x, "dtype", ""))
-                            else ""), 6) from None
+                            ": NumPy has no bfloat16 (attn.torch's functions take bfloat16 tensors; or convert "
+                            "it to float32)" if "bfloat16" in str(getattr(x, "dtype", "")) else ""), 6) from None
 
 
 def _ranked(a, name):
