@@ -130,8 +130,10 @@ typedef enum attn_status {
     /* A tensor's rank is outside what the call accepts (2..ATTN_MAX_RANK for
      * attention inputs, 0..ATTN_MAX_RANK for any tensor). */
     ATTN_ERR_RANK = 2,
-    /* A dimension is < 1, or sizes that must agree do not (q's E vs k's E,
-     * k's S vs v's S, the output's shape, ...). */
+    /* A dimension below what the call takes (below 0, or 0 where it takes
+     * none: attention takes L, S and a batch of 0 but never heads, E or Ev
+     * of 0), or sizes that must agree do not (q's E vs k's E, k's S vs v's
+     * S, the output's shape, ...). */
     ATTN_ERR_SHAPE = 3,
     /* Leading (batch) dimensions are neither equal nor 1. */
     ATTN_ERR_BROADCAST = 4,
@@ -1639,7 +1641,9 @@ ATTN_API attn_status attn_sdpa_varlen_backward_workspace_size(size_t *bytes, att
  * whatever that part's out holds: each as attention over all the keys
  * gives it (see "Numerics"). All tensors share one dtype (f32 or
  * f64) and shapes: out and outs[i] (..., L, Ev), lse and lses[i] (..., L);
- * any strides. out may be one of outs and lse one of lses, the very same
+ * any strides. L or a batch dimension may be 0, as attn_sdpa's out and lse
+ * over no queries or a batch of 0 have them: nothing is merged, and such a
+ * tensor's data may be NULL (Ev is at least 1). out may be one of outs and lse one of lses, the very same
  * view, to merge in place; otherwise they overlap no part and not each other
  * (ATTN_ERR_STRIDE). The arithmetic is f64.
  * Allocates nothing for n <= 64 parts (a list of n small records beyond).

@@ -1114,6 +1114,61 @@ static void test_half(void) {
 
 /* ---- merging partial results ------------------------------------------- */
 
+/* Parts with no row, as attn_sdpa gives them over no queries or a batch of
+ * 0 (split over the keys, as ring attention splits them): merged to
+ * nothing, ATTN_OK, also with NULL data where there is no element; they
+ * were refused ("each must be at least 1") while attn_sdpa over all the
+ * keys gave its empty outputs. Ev of 0 and a negative dimension stay
+ * refused, and NULL data where there are elements. */
+static void test_merge_empty(void) {
+    enum { E = 8, Ev = 4, S1 = 5, S2 = 7 };
+    for (int batch0 = 0; batch0 < 2; batch0++) {
+        int64_t B = batch0 ? 0 : 2, L = batch0 ? 3 : 0;
+        int64_t sq[4] = {B, 2, L, E}, sk1[4] = {B, 2, S1, E}, sv1[4] = {B, 2, S1, Ev}, sk2[4] = {B, 2, S2, E},
+                sv2[4] = {B, 2, S2, Ev}, so[4] = {B, 2, L, Ev};
+        attn_tensor q = make(ATTN_F64, 4, sq), k1 = make(ATTN_F64, 4, sk1), v1 = make(ATTN_F64, 4, sv1),
+                    k2 = make(ATTN_F64, 4, sk2), v2 = make(ATTN_F64, 4, sv2);
+        attn_tensor po[2] = {make(ATTN_F64, 4, so), make(ATTN_F64, 4, so)}, pl[2] = {make(ATTN_F64, 3, so),
+                                                                                   make(ATTN_F64, 3, so)};
+        attn_tensor mo = make(ATTN_F64, 4, so), ml = make(ATTN_F64, 3, so);
+        attn_error err;
+        attn_status st = attn_sdpa(&po[0], &pl[0], NULL, &q, &k1, &v1, NULL, &err);
+        if (!st) st = attn_sdpa(&po[1], &pl[1], NULL, &q, &k2, &v2, NULL, &err);
+        const attn_tensor *outs[2] = {&po[0], &po[1]}, *lses[2] = {&pl[0], &pl[1]};
+        if (!st) st = attn_sdpa_merge(&mo, &ml, outs, lses, 2, &err);
+        check(st == ATTN_OK, batch0 ? "merge_empty_batch_of_0" : "merge_empty_no_queries", "status %d: %s", (int)st,
+              st ? err.message : "");
+        attn_tensor none[2] = {po[0], pl[0]}; /* the same views, without data */
+        none[0].data = NULL, none[1].data = NULL;
+        const attn_tensor *nouts[2] = {&none[0], &po[1]}, *nlses[2] = {&none[1], &pl[1]};
+        st = attn_sdpa_merge(&mo, &ml, nouts, nlses, 2, &err);
+        check(st == ATTN_OK, batch0 ? "merge_empty_batch_of_0_null_data" : "merge_empty_no_queries_null_data",
+              "status %d: %s", (int)st, st ? err.message : "");
+        free(q.data), free(k1.data), free(v1.data), free(k2.data), free(v2.data);
+        free(po[0].data), free(po[1].data), free(pl[0].data), free(pl[1].data), free(mo.data), free(ml.data);
+    }
+    /* Still refused: Ev of 0, a negative dimension, NULL data with elements. */
+    int64_t so[2] = {3, 0}, sl[1] = {3}, sneg[2] = {1, 4}, sok[2] = {3, 4};
+    double buf[16] = {0};
+    attn_tensor o0, l0, on, ln, ok, lok;
+    attn_tensor_init(&o0, buf, ATTN_F64, 2, so, NULL, NULL);
+    attn_tensor_init(&l0, buf + 8, ATTN_F64, 1, sl, NULL, NULL);
+    attn_tensor_init(&on, buf, ATTN_F64, 2, sneg, NULL, NULL);
+    attn_tensor_init(&ln, buf + 12, ATTN_F64, 1, sneg, NULL, NULL);
+    attn_tensor_init(&ok, NULL, ATTN_F64, 2, sok, NULL, NULL);
+    attn_tensor_init(&lok, buf + 12, ATTN_F64, 1, sl, NULL, NULL);
+    on.shape[0] = ln.shape[0] = -1; /* attn_tensor_init refuses it: a struct filled by hand */
+    const attn_tensor *o0s[1] = {&o0}, *l0s[1] = {&l0}, *ons[1] = {&on}, *lns[1] = {&ln}, *oks[1] = {&ok},
+                      *loks[1] = {&lok};
+    attn_error err;
+    check_status(attn_sdpa_merge(&o0, &l0, o0s, l0s, 1, &err), &err, ATTN_ERR_SHAPE, "out has Ev = 0",
+                 "merge_err_ev_0");
+    check_status(attn_sdpa_merge(&on, &ln, ons, lns, 1, &err), &err, ATTN_ERR_SHAPE, "out has a dimension of -1",
+                 "merge_err_negative_dimension");
+    check_status(attn_sdpa_merge(&ok, &lok, oks, loks, 1, &err), &err, ATTN_ERR_NULL, "out is NULL",
+                 "merge_err_null_data_with_elements");
+}
+
 /* Attention over two disjoint sets of keys, merged by their log-sum-exp,
  * equals attention over all the keys (f64 to 1e-12, f32 within its bound),
  * through the public API alone; rows that see no key of one part (lse -inf
@@ -1206,6 +1261,7 @@ static void test_merge(void) {
         free(q.data), free(k.data), free(v.data), free(m.data), free(out.data), free(lse.data);
         free(po[0].data), free(po[1].data), free(pl[0].data), free(pl[1].data), free(mo.data), free(ml.data);
     }
+    test_merge_empty();
 }
 
 /* Attention of one query over keys with the given scores (q = [1], k =

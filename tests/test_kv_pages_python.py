@@ -591,6 +591,23 @@ try:
 except (attn.AttnError, TypeError) as e:
     why = "raised %s: %s" % (type(e).__name__, e)
 check("kv_pages_python_one_sequence_packed_and_0d_id", not why, why)
+# A q given as nested lists (no dtype of its own) to the calls that take
+# float32: made float64, as lists are elsewhere, then refused by the library
+# ("q is f64"), and a paged plan's run advised q_dtype=np.float64, which
+# plans refuse. Made float32 now: bitwise the float32 array's results.
+c1 = attn.KVCache(batch=1, heads=1, capacity=8, key_dim=4)
+c1.append(k1[:, 0], v1[:, 0])
+for label, call in (("attend", lambda x: p1.attend(s1, x)),
+                    ("attend_packed", lambda x: p1.attend([s1], x, cu_seqlens_q=[0, 2])),
+                    ("plan_run", lambda x: p1.plan([s1], [2], num_heads=1).run(x)),
+                    ("cache_attend", lambda x: c1.attend(np.asarray(x)[:, 0] if isinstance(x, np.ndarray)
+                                                         else [row[0] for row in x]))):
+    try:
+        got, want = call(q1.tolist()), call(q1)
+        why = "" if got.dtype == np.float32 and np.array_equal(got, want) else "%s, other results" % got.dtype
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_pages_python_%s_list_q_as_float32" % label, not why, why)
 # One sequence's mask given alone, not in a list: its rows were counted as
 # masks ("masks has 2 entries for 1 sequences").
 m1 = rng.random((2, 5)) < 0.7  # (L, S): two rows
@@ -909,6 +926,16 @@ for la, lb in steps:
         h64[i] = np.concatenate([h64[i], x])
 check("mha_step_float64_cache_vs_float64_layer", worst <= 1e-12 and dtypes == {np.dtype(np.float64)},
       "error %.3g, dtypes %s" % (worst, dtypes))
+# Its append of another dtype, named as the library names float32 there:
+# float16 and integers were "it must be float32 or float64, or float16
+# beside a float32 q", of a q the call does not take.
+for label, dt_ in (("float16", np.float16), ("int32", np.int32), ("float32", np.float32)):
+    try:
+        c64.append(np.zeros((2, HK, 1, D), dt_), np.zeros((2, HK, 1, D)))
+        why = "appended"
+    except attn.DtypeError as e:
+        why = "" if "takes f" in str(e) and "q" not in str(e).replace("q4", "") else str(e)
+    check("kv_cache_float64_append_%s_refused" % label, not why and c64.length == 0, why)
 c32 = attn.KVCache(2, HK, 40, D)
 try:
     c32.mha_step([0], [np.ones((1, E))], layer)  # float64 x over a float32 cache
@@ -1369,6 +1396,22 @@ try:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", False, "planned")
 except ValueError:
     check("kv_pages_python_q4c_plan_refuses_a_sequence_twice", True)
+# Its masks, matched to the sequences by id: one mask too few left the
+# last sequence unmasked and one too many was dropped, silently, where
+# every other pool's plan counts them. Counted alike; the right count
+# still runs bitwise attend with those masks.
+lmask = np.zeros((4, 1, 45), bool)
+lmask[..., :9] = True
+for label, given in (("too_few", [None]), ("too_many", [None, lmask, None])):
+    try:
+        layers[0].plan([lb, la], [1, 1], num_heads=4, masks=given)
+        why = "planned"
+    except attn.ArgumentError as e:
+        why = "" if "masks has %d entr" % len(given) in str(e) and "for 2 sequences" in str(e) else str(e)
+    check("kv_pages_python_q4c_plan_refuses_masks_%s" % label, not why, why)
+check("kv_pages_python_q4c_plan_masks_bitwise_attend",
+      np.array_equal(layers[0].plan([lb, la], [1, 1], num_heads=4, masks=[None, lmask]).run(ql[:2]),
+                     layers[0].attend([lb, la], ql[:2], cu_seqlens_q=[0, 1, 2], masks=[None, lmask])))
 # A plan run on a pool whose keys are stored otherwise (key_dtype, the
 # Hadamard rotation) than its own pool's: the run reads the pages in the
 # plan's format, so f32 rows over q4c groups gave NaN and q8 keys turned by

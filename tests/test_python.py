@@ -227,6 +227,19 @@ for how, parts in (("stacked", lambda: (np.stack([o1, o2]), np.stack([l1, l2])))
     except Exception as e:  # noqa: BLE001 -- any error is the failure
         why = "%s: %s" % (type(e).__name__, e)
     check("merge_parts_%s" % how, not why, why)
+# Parts of attn.sdpa over no queries, or a batch of 0, split over the keys:
+# the merge refused them ("each must be at least 1") where attn.sdpa over
+# all the keys gave its empty out and lse. Now empty as that.
+for label, sl_ in (("no_queries", np.s_[:, :, :0]), ("batch_of_0", np.s_[:0])):
+    try:
+        eq, ek, ev = q[sl_], k[sl_] if label == "batch_of_0" else k, v[sl_] if label == "batch_of_0" else v
+        parts = [attn.sdpa(eq, ek[:, :, a:b], ev[:, :, a:b], return_lse=True) for a, b in ((0, 9), (9, ek.shape[2]))]
+        eo, el = attn.merge([p_[0] for p_ in parts], [p_[1] for p_ in parts])
+        wo_, wl_ = attn.sdpa(eq, ek, ev, return_lse=True)
+        why = "" if eo.shape == wo_.shape and el.shape == wl_.shape else "shapes %s %s" % (eo.shape, el.shape)
+    except attn.AttnError as e:
+        why = "%s: %s" % (type(e).__name__, e)
+    check("merge_empty_parts_%s" % label, not why, why)
 
 # --- errors: every attn_status, and the calls that raise them ----------------
 lib = attn._core.LIB
@@ -829,6 +842,24 @@ argument_cases = [
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, tv_, is_causal="bottom-right")),
     ("torch_dropout_none", "TypeError", "dropout_p must be a real number",
      lambda: at.scaled_dot_product_attention(torch.from_numpy(q), tk_, tv_, dropout_p=None)),
+    # A NumPy mask: the float16 and size-0 paths called its .detach() or
+    # .to() (AttributeError), the others named it
+    ("torch_numpy_mask_float16_query", "TypeError", "attn_mask must be a torch.Tensor or None, not ndarray",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q).half(), tk_, tv_, attn_mask=np.ones((5, 6), bool))),
+    ("torch_numpy_mask_no_queries", "TypeError", "attn_mask must be a torch.Tensor or None, not ndarray",
+     lambda: at.scaled_dot_product_attention(torch.from_numpy(q[:, :0]), tk_, tv_, attn_mask=np.ones((0, 6), bool))),
+    # What NumPy cannot view raised torch's own words, naming no argument:
+    # a bfloat16 tensor a TypeError (not DtypeError), one in autograd's
+    # graph a RuntimeError; an array past rank 5 "an array of rank 6"
+    ("sdpa_bfloat16_tensor_k", "DtypeError", "k (Tensor of torch.bfloat16) cannot be read as a NumPy array",
+     lambda: attn.sdpa(torch.from_numpy(q32), torch.from_numpy(k32).bfloat16(), torch.from_numpy(v32))),
+    ("sdpa_tensor_requiring_grad", "TypeError", "v requires grad",
+     lambda: attn.sdpa(q, k, torch.from_numpy(v).requires_grad_())),
+    ("sdpa_bfloat16_mask", "DtypeError", "mask (Tensor of torch.bfloat16) cannot be read",
+     lambda: attn.sdpa(q, k, v, mask=torch.zeros(5, 6, dtype=torch.bfloat16))),
+    ("sdpa_q_rank_6", "RankError", "q has rank 6; at most 5", lambda: attn.sdpa(q[None, None, None], k, v)),
+    ("sdpa_mask_rank_6", "RankError", "mask has rank 6; at most 5",
+     lambda: attn.sdpa(q, k, v, mask=np.ones((1,) * 4 + (5, 6), bool))),
 ]
 threads_before = attn.get_num_threads()
 check_raises("argument", argument_cases)
@@ -1203,6 +1234,31 @@ out = at.scaled_dot_product_attention(q32t, k16, v16, enable_gqa=True)
 out.sum().backward()
 check("torch_float32_query_float16_kv", out.dtype == torch.float32 and q32t.grad.dtype == torch.float32 and
       k16.grad.dtype == torch.float16 and v16.grad.dtype == torch.float16)
+# bfloat16 keys or values beside a float32 query, which attn_sdpa takes: NumPy
+# cannot view them, and they were refused ("convert it to float32"). By
+# pointer now: out, dq and a float mask's gradient float32, within the f32
+# kernels' 2e-5 of float64 autograd on the same values; dk and dv in their
+# own dtype, the library's float32 gradient rounded once (2^-8 of the
+# largest value for bfloat16, 2^-11 for float16, on top).
+for kvd, label in (((torch.bfloat16, torch.bfloat16), "bfloat16_kv"),
+                   ((torch.bfloat16, torch.float16), "bfloat16_k_float16_v")):
+    for causal in (False, True):
+        q32b = torch.randn(2, 4, 9, 8, requires_grad=True)
+        kx, vx = (torch.randn(sh).to(d).requires_grad_() for sh, d in (((2, 2, 9, 8), kvd[0]), ((2, 2, 9, 5), kvd[1])))
+        m32 = torch.randn(9, 9, requires_grad=True)
+        try:
+            outx = at.scaled_dot_product_attention(q32b, kx, vx, attn_mask=m32, is_causal=causal, enable_gqa=True)
+            outx.sum().backward()
+            ref, ref_grads = autograd_f64(q32b, kx, vx, m32, causal)
+            grads = [q32b.grad, kx.grad, vx.grad, m32.grad]
+            bounds = [2e-5, 2e-5, 2 ** -8 + 2e-5, (2 ** -8 if kvd[1] == torch.bfloat16 else 2 ** -11) + 2e-5, 2e-5]
+            errs = [rel(outx.detach().double(), ref)] + [rel(g.double(), r) for g, r in zip(grads, ref_grads)]
+            dtypes = [t.dtype for t in [outx] + grads]
+            why = "" if dtypes == [torch.float32, torch.float32, kvd[0], kvd[1], torch.float32] and all(
+                e <= b for e, b in zip(errs, bounds)) else "dtypes %s, errors %s" % (dtypes, ["%.3g" % e for e in errs])
+        except attn.AttnError as e:
+            why = "%s: %s" % (type(e).__name__, e)
+        check("torch_float32_query_%s_%s" % (label, "causal" if causal else "mask"), not why, why)
 
 # Heads of size 1 broadcast as torch's matmuls broadcast them: a query of one
 # head (or of rank 2) over keys of three, keys of one head beside values of
@@ -1307,6 +1363,34 @@ try:
 except attn.AttnError as e:
     why = "%s: %s" % (type(e).__name__, e)
 check("mha_float16_parameters_float32_inputs_backward", not why, why)
+# The same with bfloat16 parameters, which the library takes in an f32 layer
+# (attn.h, attn_mha: checkpoints as they ship) but NumPy cannot view: the
+# module refused them ("convert it to float32"). Passed by pointer now. A
+# bf16 weight's product rounds its input to bf16 (u = 2^-8), once in each
+# of the two products a value goes through, and each gradient is rounded to
+# bf16 once more: within 2^-6 of float64 autograd on the same bf16 values,
+# relative to the largest, and the gradients bfloat16.
+refb = torch.nn.MultiheadAttention(16, 4, dtype=D)
+mineb = at.MultiheadAttention(16, 4)
+mineb.load_state_dict({n: t.float() for n, t in refb.state_dict().items()})
+mineb.bfloat16()
+with torch.no_grad():
+    for t in refb.parameters():
+        t.copy_(t.bfloat16().double())  # the bfloat16 values the module holds
+x32 = x64.detach().float().requires_grad_()
+x64.grad = None
+try:
+    (a, wa), (b, wb) = refb(x64, x64, x64), mineb(x32, x32, x32)
+    a.sum().backward(), b.sum().backward()
+    named = dict(mineb.named_parameters())
+    worst = max(rel(named[n].grad.double(), p.grad) for n, p in refb.named_parameters())
+    dtypes = {str(named[n].grad.dtype) for n, _ in refb.named_parameters()}
+    errs = (rel(b.detach().double(), a.detach()), rel(x32.grad.double(), x64.grad), worst)
+    why = "" if dtypes == {"torch.bfloat16"} and b.dtype == torch.float32 and max(errs) <= 2 ** -6 else \
+        "dtypes %s, out %.3g, dx %.3g, dparams %.3g" % ((dtypes,) + errs)
+except (attn.AttnError, TypeError) as e:
+    why = "%s: %s" % (type(e).__name__, e)
+check("mha_bfloat16_parameters_float32_inputs_backward", not why, why)
 # A float attn_mask that needs a gradient (a learned bias, which torch's
 # module trains): attn_mha_backward has none, and the backward gave None
 # silently. It raises now; the same mask detached trains the rest.
@@ -1462,7 +1546,31 @@ check_raises("teach", [
      lambda: attn.teach.explain("the cat", causal="false")),
     ("explain_scale_string", "TypeError", "scale must be a bool, not str",
      lambda: attn.teach.explain("the cat", scale="no")),
+    # the library reads "" as no source: the sentence attended to itself,
+    # where `attn explain --source ""` refuses it
+    ("explain_source_empty", "TokenError", "the source: the sentence has no words",
+     lambda: attn.teach.explain("the cat", source="")),
+    ("explain_head_list", "OptionError", "head is ['wired']", lambda: attn.teach.explain("the cat", head=["wired"])),
+    # options the library computes without, as `attn explain` refuses them
+    # together: each came back as the explanation without it
+    ("explain_tied_mode_dot", "OptionError", "tied=True ties W_K to W_Q: mode 'dot' has no projections",
+     lambda: attn.teach.explain("the cat", tied=True, mode="dot")),
+    ("explain_random_head_mode_average", "OptionError", "head 'random' picks W_Q, W_K and W_V: mode 'average'",
+     lambda: attn.teach.explain("the cat", head="random", mode="average")),
+    ("explain_scale_by_d_model_no_scale", "OptionError", "not with scale=False or mode 'dot' or 'average' (given "
+     "scale=False)", lambda: attn.teach.explain("the cat", scale_by="d_model", scale=False)),
+    ("explain_scale_by_d_model_mode_dot", "OptionError", "(given mode 'dot')",
+     lambda: attn.teach.explain("the cat", scale_by="d_model", mode="dot")),
 ])
+# ... and the command refuses each of them alike (usage errors, exit 2)
+for label, opts in (("tied_mode_dot", ["--tied", "--mode", "dot"]), ("random_head_mode_average",
+                                                                      ["--random-head", "--mode", "average"]),
+                    ("scale_by_d_model_no_scale", ["--scale-by", "d_model", "--no-scale"]),
+                    ("scale_by_d_model_mode_dot", ["--scale-by", "d_model", "--mode", "dot"])):
+    cli = subprocess.run([os.path.join(BUILD, "attn"), "explain"] + opts + ["the", "cat"], capture_output=True,
+                         text=True)
+    check("explain_cli_refuses_%s_as_python" % label, cli.returncode == 2, "exit %d: %s" % (cli.returncode,
+                                                                                         cli.stderr.strip()))
 check("scaling_negative_seed_as_uint64", attn.teach.scaling(dims=(16,), queries=50, seed=-1)[0] ==
       attn.teach.scaling(dims=(16,), queries=50, seed=2 ** 64 - 1)[0])
 try:

@@ -45,7 +45,8 @@ def _error_class(name, status, doc, *bases):
 
 NullError = _error_class("NullError", 1, "A required argument is missing (None).", ValueError)
 RankError = _error_class("RankError", 2, "A tensor's rank is outside what the call accepts.", ValueError)
-ShapeError = _error_class("ShapeError", 3, "A dimension is < 1, or sizes that must agree do not.", ValueError)
+ShapeError = _error_class("ShapeError", 3, "A dimension below what the call takes (0 where it takes none: heads, E "
+                         "or Ev), or sizes that must agree do not.", ValueError)
 BroadcastError = _error_class("BroadcastError", 4, "Batch dimensions are neither equal nor 1.", ValueError)
 HeadsError = _error_class("HeadsError", 5, "Query heads are not a multiple of key/value heads.", ValueError)
 DtypeError = _error_class("DtypeError", 6, "A dtype the call does not take, or dtypes that do not match.", TypeError)
@@ -140,13 +141,38 @@ def view(a, dtype=None):
     return Tensor.from_buffer_copy(_TENSOR.pack(_data(a), code, nd, *a.shape, *pad, *strides, *pad))
 
 
+def _array(x, name):
+    """x, a tensor or anything else NumPy views, as an array. What NumPy
+    cannot view raised torch's words, naming no argument: a bfloat16 tensor
+    ("Got unsupported ScalarType BFloat16", a TypeError, not the DtypeError
+    every other dtype is), or one that requires grad (a RuntimeError)."""
+    if getattr(x, "requires_grad", False):  # a torch tensor in autograd's graph
+        raise TypeError("%s requires grad, and the NumPy calls compute no gradient: use attn.torch, or pass "
+                        "%s.detach()" % (name, name))
+    try:
+        return np.asarray(x)
+    except (TypeError, RuntimeError) as e:
+        raise DtypeError("%s (%s of %s) cannot be read as a NumPy array (%s)%s"
+                         % (name, type(x).__name__, getattr(x, "dtype", "?"), e,
+                            ": NumPy has no bfloat16 (attn.torch's functions take bfloat16 tensors; or convert "
+                            "it to float32)" if "bfloat16" in str(getattr(x, "dtype", "")) else ""), 6) from None
+
+
+def _ranked(a, name):
+    """a, refused naming `name` when its rank passes what an attn_tensor
+    holds (view() said "an array of rank 6", naming no argument)."""
+    if a.ndim > MAX_RANK:
+        raise RankError("%s has rank %d; at most %d" % (name, a.ndim, MAX_RANK), 2)
+    return a
+
+
 def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16, or float16 where the
     call takes it (f16: a query the library widens itself). Lists and scalars
-    become arrays of like's dtype, or float64; anything else that carries a
-    dtype of its own (a torch tensor, a memoryview, ...) is taken with that
-    dtype, as an array is. An array of any other dtype is refused, not
+    become arrays of like's dtype, or float64 (float32 with f32_only);
+    anything else that carries a dtype of its own (a torch tensor, a
+    memoryview, ...) is taken with that dtype, as an array is. An array of any other dtype is refused, not
     converted: an integer q made float64 would be reported as a mismatch
     with k, not as what it is. f32_only: float64 refused too (a KV pool's
     calls, which take float32), and said so: the message offered float64,
@@ -158,11 +184,16 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
         # gave float64 (or, beside float32 NumPy keys, a mismatch of dtypes
         # the caller never made); an integer tensor was converted silently.
         if not (hasattr(a, "dtype") or hasattr(a, "__array_interface__") or isinstance(a, memoryview)):
+            # float32 for the calls that take nothing wider (f32_only): a list
+            # made float64 was refused there by the library ("q is f64"),
+            # and a paged plan advised planning for float64, which it refuses
+            made = like if like is not None else np.float32 if f32_only else np.float64
             try:
-                return np.asarray(a, like if like is not None else np.float64)
+                return _ranked(np.asarray(a, made), name)
             except (TypeError, ValueError) as e:  # "could not convert string to float", naming no argument
                 raise DtypeError("%s is %s, not an array of numbers (%s)" % (name, type(a).__name__, e), 6) from None
-        a = np.asarray(a)
+        a = _array(a, name)
+    _ranked(a, name)
     taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
     if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
         return a
@@ -347,7 +378,7 @@ def mask_array(mask, name="mask"):
     """mask as an array, bool or float, as PyTorch takes masks. An integer
     mask is refused: a 0/1 mask converted to float would be a bias of +0
     and +1 on the scores, not a mask."""
-    m = np.asarray(mask)
+    m = _ranked(_array(mask, name), name)
     if m.dtype != np.bool_ and m.dtype.kind != "f":
         raise MaskError("%s is %s: a mask must be bool or float (for a 0/1 mask, %s.astype(bool))"
                         % (name, m.dtype, name), 7)

@@ -567,6 +567,13 @@ class PagedPlan:
                                        [np.zeros(0, np.int64)]).astype(np.int64)
             self.back = np.argsort(self.rows, kind="stable")
             if masks is not None:
+                # counted as _varlen_masks counts them for the other pools:
+                # zip() dropped masks past the sequences, and left the
+                # sequences past the masks unmasked, silently
+                masks = _listed(masks, "masks", "per-sequence masks (None for none)")
+                if len(masks) != len(seqs):
+                    raise ArgumentError("masks has %s for %s" % (_count(len(masks), "entry", "entries"),
+                                                                 _count(len(seqs), "sequence")), 19)
                 by = dict(zip(seqs, masks))
                 masks = [by.get(s) for s in seqs_by_id]
             seqs, q_lengths = seqs_by_id, [counts.get(s, 0) for s in seqs_by_id]
@@ -784,7 +791,13 @@ class KVCache:
         row (float64 for a float64 cache). All appended, or none: a cache
         without room for n more is a FullError, left as it was."""
         work = self._work()
-        k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32) for a, name in ((k, "k"), (v, "v")))
+        try:
+            k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32)
+                    for a, name in ((k, "k"), (v, "v")))
+        except DtypeError as e:  # a float64 cache's was "... or float16 beside a float32 q", of no q here
+            if work != np.float64 or "; " not in e.message:
+                raise
+            raise DtypeError("%s; a float64 cache takes float64" % e.message.split("; ")[0], 6) from None
         err = Error()
         raise_for(LIB.attn_kv_cache_append(self._cache, _view(k), _view(v), err), err)
 

@@ -23,7 +23,11 @@ MATRICES = ("X", "P", "W_Q", "W_K", "W_V", "Q", "K", "V", "scores", "scaled", "w
 
 
 def _pick(table, value, name):
-    if value not in table:
+    try:
+        known = value in table
+    except TypeError:  # unhashable (a list): "unhashable type: 'list'" named no argument
+        known = False
+    if not known:
         raise _core.OptionError("%s is %r: one of %s" % (name, value, ", ".join(map(repr, table))), 9)
     return table[value]
 
@@ -55,7 +59,10 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     positions: 'none', 'sinusoidal' or 'rope'; tied: W_K = W_Q;
     source: a second sentence for the keys and values (cross-attention);
     scale=False skips the 1/sqrt(d_k); scale_by='d_model' divides by the
-    model's width instead (the classic slip). An unknown word is a
+    model's width instead (the classic slip). As `attn explain`, an
+    OptionError for what the call would not use: positions, tied or a head
+    other than 'wired' with mode 'dot' or 'average' (no projections), and
+    scale_by='d_model' with scale=False or those modes. An unknown word is a
     TokenError whose message suggests a close word or lists the vocabulary."""
     o = default(ToyExplainOptions)
     o.head, o.mode = _pick(HEADS, head, "head"), _pick(MODES, mode, "mode")
@@ -63,7 +70,22 @@ def explain(sentence, head="wired", mode="qkv", causal=False, scale=True, positi
     o.causal, o.tied = int(_flag(causal, "causal")), int(_flag(tied, "tied"))
     o.no_scale = int(not _flag(scale, "scale"))
     o.scale_by_d_model = int(_pick({"d_k": 0, "d_model": 1}, scale_by, "scale_by"))
-    keep = _text(source, "source") if source else None
+    # What the library computes without them, as `attn explain` refuses the
+    # same options together: the explanation came back as if they had not
+    # been given (tied=True or head='random' with mode 'dot' was the plain
+    # dot-product head, scale_by='d_model' with scale=False no scaling).
+    if o.mode != MODES["qkv"] and (o.tied or o.head != HEADS["wired"]):
+        raise _core.OptionError("%s: mode %r has no projections (q, k and v are X)"
+                                % ("tied=True ties W_K to W_Q" if o.tied else "head %r picks W_Q, W_K and W_V" % head,
+                                   mode), 9)
+    if o.scale_by_d_model and (o.no_scale or o.mode != MODES["qkv"]):
+        raise _core.OptionError("scale_by='d_model' changes the scaling: not with scale=False or mode 'dot' or "
+                                "'average' (given %s)" % ("scale=False" if o.no_scale else "mode %r" % mode), 9)
+    keep = _text(source, "source") if source is not None else None
+    if keep is not None and not keep:
+        # as `attn explain --source ""` says it: the library reads "" as no
+        # source, and the sentence attended to itself, silently
+        raise _core.TokenError("the source: the sentence has no words", 18)
     o.source = keep
     text = _text(sentence, "sentence")
     n, err = ctypes.c_size_t(), Error()

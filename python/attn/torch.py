@@ -119,9 +119,10 @@ def _half_mask(m):
 
 
 class _SDPA16(torch.autograd.Function):
-    """16-bit queries (float16 or bfloat16) passed by data pointer: the library
-    computes in float32 and rounds out, and each gradient, once to the
-    tensor's own dtype."""
+    """16-bit queries (float16 or bfloat16), or bfloat16 keys or values
+    beside a float32 query, passed by data pointer: the library computes in
+    float32 and rounds out, and each gradient, once to the tensor's own
+    dtype (beside a float32 query it gives them in float32: rounded here)."""
     @staticmethod
     def forward(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale):
         seed = _seed(dropout_p)
@@ -144,7 +145,10 @@ class _SDPA16(torch.autograd.Function):
         causal, scale, dropout_p, seed = ctx.settings
         need = ctx.needs_input_grad
         want_dmask = bool(need[3]) and mask is not None and mask.dtype != torch.bool
-        grads = [torch.empty_like(t, memory_format=torch.contiguous_format) if w else None
+        # beside a 16-bit q each gradient is its tensor's dtype; beside a
+        # float32 q the library gives float32 ones (attn.h), rounded below
+        own = q.dtype in _HALF
+        grads = [torch.empty(t.shape, dtype=t.dtype if own else q.dtype) if w else None
                  for t, w in zip((q, k, v), need[:3])]
         dmask = torch.empty(mask.shape, dtype=torch.float32) if want_dmask else None
         if all(g is None for g in grads) and dmask is None:
@@ -159,6 +163,7 @@ class _SDPA16(torch.autograd.Function):
         err = Error()
         _core.raise_for(LIB.attn_sdpa_backward(*[ctypes.byref(t) if t is not None else None for t in outs],
                                                *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err)), err)
+        grads = [g.to(t.dtype) if g is not None else None for g, t in zip(grads, (q, k, v))]
         return grads[0], grads[1], grads[2], dmask.to(mask.dtype) if want_dmask else None, None, None, None
 
 
@@ -280,7 +285,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     must also run on torch passes one or the other); a dimension of size 0 (an empty batch, no
     queries, no keys, or E, Ev or heads of 0, which the library refuses) goes through torch's
     own math, as torch gives it: empty, or out 0 for queries without a key. Differentiable in query, key, value and a float
-    attn_mask; float64 and float32 (key and value may be float16), and
+    attn_mask; float64 and float32 (key and value may be float16, or beside a
+    float32 query bfloat16, by data pointer, dk and dv in their dtype), and
     float16 and bfloat16 queries (keys and values float32, float16 or
     bfloat16), passed to the library by data pointer, computed in float32
     and rounded once: the output and each gradient come back in their
@@ -289,6 +295,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if not isinstance(t, torch.Tensor):  # as torch says it (query.dim() below raised AttributeError)
             raise TypeError("scaled_dot_product_attention(): %s must be a torch.Tensor, not %s"
                             % (name, type(t).__name__))
+    # A NumPy mask reached the 16-bit and size-0 paths, which called its
+    # .detach() or .to() (AttributeError); the others said "attn_mask must be
+    # a torch.Tensor". Said here, for every path.
+    if attn_mask is not None and not isinstance(attn_mask, torch.Tensor):
+        raise TypeError("scaled_dot_product_attention(): attn_mask must be a torch.Tensor or None, not %s"
+                        % type(attn_mask).__name__)
     query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
     # The library's rule for every shape: a size-0 input took torch's own
@@ -304,7 +316,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise _core.OptionError("dropout_p is %g; it must be from 0 to 1" % p, 9)
     if 0 in query.shape or 0 in key.shape or 0 in value.shape:
         return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
-    if query.dtype in _HALF:
+    # bfloat16 keys or values beside a float32 query, which the library takes
+    # (attn.h, attn_sdpa): NumPy cannot view them, and they were refused
+    if query.dtype in _HALF or (query.dtype == torch.float32 and torch.bfloat16 in (key.dtype, value.dtype)):
         return _SDPA16.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
     return _SDPA.apply(query, key, value, attn_mask, float(dropout_p), is_causal, scale)
 
@@ -313,21 +327,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 # The multi-head layer.
 
 def _mha_params(mod, arrays, keep):
-    """attn_mha_params over the module's NumPy views (keep holds the views)."""
+    """attn_mha_params over the module's NumPy views, or a bfloat16
+    tensor's own memory (keep holds the views)."""
     p = default(MhaParams)
     p.embed_dim, p.num_heads, p.num_kv_heads = mod.embed_dim, mod.num_heads, 0
     p.kdim, p.vdim = mod.kdim, mod.vdim
     for name, a in arrays.items():
-        t = _core.view(a)
-        keep.append(t)
+        t = _tview(a, name) if isinstance(a, torch.Tensor) else _core.view(a)
+        keep += [a, t]
         setattr(p, name, ctypes.pointer(t))
     return p
 
 
 def _param_arrays(tensors):
     """The module's parameters as NumPy views, by attn_mha_params' names (a
-    packed in_proj_bias beside separate weights too: the library splits it)."""
-    return {n: _np(t, n) for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
+    packed in_proj_bias beside separate weights too: the library splits it).
+    A bfloat16 parameter, which NumPy cannot view, stays a tensor, passed by
+    its data pointer: the library takes bf16 weights in an f32 layer
+    (attn.h, attn_mha), and a module .bfloat16()'d was refused."""
+    return {n: t.detach() if t.dtype == torch.bfloat16 else _np(t, n)
+            for n, t in tensors.items() if t is not None and n in MHA_PARAMS}
 
 
 def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed, dtype):
@@ -399,7 +418,7 @@ class _MHA(torch.autograd.Function):
         # library takes no 16-bit gradient: it refused float16 ones, so that a
         # module .half()'d beside float32 inputs ran forward but not backward),
         # then rounded once to the parameter's dtype below.
-        wide = {torch.float16: query.dtype}
+        wide = {torch.float16: query.dtype, torch.bfloat16: query.dtype}
         grads = {n: torch.zeros_like(t, dtype=wide.get(t.dtype, t.dtype)) for n, t in tensors.items() if t is not None}
         garrays = _param_arrays(grads)
         g = _mha_params(mod, garrays, keep)
@@ -422,7 +441,10 @@ class MultiheadAttention(torch.nn.Module):
     Differences: a query whose every key is masked gives out_proj's bias
     (PyTorch: NaN), and the returned weights carry no gradient, nor does a
     float attn_mask or key_padding_mask (a backward that needs one raises
-    RuntimeError)."""
+    RuntimeError). Parameters may be float16 or bfloat16 beside float32
+    inputs (a module .half()'d or .bfloat16()'d; attn_mha's 16-bit weights,
+    bfloat16 ones on its bf16 products), each gradient computed in float32
+    and rounded once to its parameter's dtype."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):

@@ -16,7 +16,7 @@ static attn_status check_part(const attn_tensor *t, const char *name, int i, att
     char label[32];
     if (i < 0) snprintf(label, sizeof label, "%s", name);
     else snprintf(label, sizeof label, "%s[%d]", name, i);
-    if (!t || !t->data) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", label);
+    if (!t) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", label);
     if (t->dtype != dtype)
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but out is %s; all must share one dtype", label,
                          attn_dtype_name(t->dtype), attn_dtype_name(dtype));
@@ -28,6 +28,8 @@ static attn_status check_part(const attn_tensor *t, const char *name, int i, att
         attn_format_shape(want, sizeof want, rank, shape);
         return attn_fail(err, ATTN_ERR_SHAPE, "%s has shape %s but must have shape %s", label, got, want);
     }
+    /* NULL data only where there is no element, as attn_sdpa takes an empty out */
+    if (!t->data && attn_tensor_numel(t) != 0) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", label);
     return attn_check_extent(t, label, err);
 }
 
@@ -73,18 +75,24 @@ static int64_t row_offset(const attn_tensor *t, const attn_tensor *lse, int64_t 
 
 attn_status attn_sdpa_merge(attn_tensor *out, attn_tensor *lse, const attn_tensor *const *outs,
                             const attn_tensor *const *lses, int n, attn_error *err) {
-    if (!out || !out->data) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
-    if (!lse || !lse->data) return attn_fail(err, ATTN_ERR_NULL, "lse is NULL");
+    if (!out) return attn_fail(err, ATTN_ERR_NULL, "out is NULL");
+    if (!lse) return attn_fail(err, ATTN_ERR_NULL, "lse is NULL");
     if (!outs || !lses) return attn_fail(err, ATTN_ERR_NULL, "the list of parts is NULL");
     if (n < 1) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %d; there must be at least one part", n);
     if (out->dtype != ATTN_F32 && out->dtype != ATTN_F64)
         return attn_fail(err, ATTN_ERR_DTYPE, "out is %s; it must be f32 or f64", attn_dtype_name(out->dtype));
     if (out->rank < 2 || out->rank > ATTN_MAX_RANK)
         return attn_fail(err, ATTN_ERR_RANK, "out has rank %d; it must be 2 to %d", out->rank, ATTN_MAX_RANK);
+    /* The parts of attn_sdpa over no queries or a batch of 0 have no row,
+     * and merge to none (they were refused, so that a split over keys
+     * failed where attn_sdpa over all of them gave empty outputs). Ev of 0
+     * attn_sdpa never gives. */
     for (int d = 0; d < out->rank; d++)
-        if (out->shape[d] < 1)
-            return attn_fail(err, ATTN_ERR_SHAPE, "out has a dimension of %lld; each must be at least 1",
+        if (out->shape[d] < 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, "out has a dimension of %lld; each must be at least 0",
                              (long long)out->shape[d]);
+    if (out->shape[out->rank - 1] < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "out has Ev = 0 (its last dimension); it must be at least 1");
     int rank = out->rank;
     attn_status st;
     if ((st = check_part(out, "out", -1, out->dtype, rank, out->shape, err)) ||
