@@ -660,6 +660,10 @@ def score_variants():
     check("plan_score_variants_bitwise_sdpa_copies_kept",
           np.array_equal(dense.run(*a32), attn.sdpa(*a32, causal="bottom-right", **V)) and
           np.array_equal(ragged.run(qp, kp, vp), got))
+    # a list q runs as an array of the plan's dtype does (made float64, a
+    # float32 plan refused it)
+    check("plan_run_takes_a_list_q_in_its_dtype",
+          np.array_equal(dense.run(a32[0].tolist(), *a32[1:]), dense.run(*a32)))
     # a paged pool: attend and its plan bitwise attn.sdpa on the gathered keys
     pool = attn.KVPages(heads=2, key_dim=8, value_dim=5, num_pages=8, max_sequences=2, page_size=16)
     ids = [pool.create(), pool.create()]

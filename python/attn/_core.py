@@ -209,15 +209,17 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
                                                                      if kv else ""), 6)
 
 
-def _query(q, name="q", f32_only=False):
+def _query(q, name="q", f32_only=False, like=None):
     """A query as the calls that widen a 16-bit q take it (attn.h: attn_sdpa,
     attn_sdpa_varlen, the plans, attn_kv_pages_attend): float32 or float64
     (float32 only with f32_only, a KV pool's), or float16, and the dtype the
     call works in beside it. For a float16 q the library computes on its
     float32 copy: keys and values may be float32 or float16, float masks and
     lse are float32, and out is float16 (rounded once). NumPy has no
-    bfloat16, so that other 16-bit q cannot be passed from here."""
-    q = _float_array(q, name, f32_only=f32_only, f16=True)
+    bfloat16, so that other 16-bit q cannot be passed from here. A list
+    becomes like's dtype where given (a plan's q), else as _float_array
+    makes one."""
+    q = _float_array(q, name, like, f32_only=f32_only, f16=True)
     return q, (np.dtype(np.float32) if q.dtype == np.float16 else q.dtype)
 
 

@@ -94,7 +94,9 @@ class Plan:
     def run(self, q, k, v):
         """out for these q, k, v (laid out as the plan's), and lse when the
         plan was made with return_lse: bitwise the unplanned call's."""
-        q, work = _query(q)
+        # a list q in the plan's dtype: made float64, it was refused by a
+        # float32 plan (PlanError) that the same numbers in an array ran
+        q, work = _query(q, like=self.dtype)
         k, v = _keys_values(k, v, q, work)
         out = np.empty(self.out_shape, self.dtype)
         lse = np.empty(self.out_shape[:-1], self.lse_dtype) if self.return_lse else None
