@@ -264,21 +264,39 @@ static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
     if ((am && (st = attn_check_data(am, "attn_mask", m->measuring, err))) ||
         (kpm && (st = attn_check_data(kpm, "key_padding_mask", m->measuring, err))))
         return st;
+    /* The message names what was given beside what fits, in numbers: in a
+     * cached step S is the keys the cache will hold, which the caller does
+     * not see in any argument. */
+    char given[128];
     if (am) {
         bool ok = (am->dtype == ATTN_BOOL || am->dtype == m->dt) &&
                   ((am->rank == 2 && am->shape[0] == m->L && am->shape[1] == m->S) ||
                    (am->rank == 3 && am->shape[0] == m->N * m->Hq && am->shape[1] == m->L && am->shape[2] == m->S));
-        if (!ok)
-            return attn_fail(err, ATTN_ERR_MASK, "attn_mask must be bool or %s, shaped (L, S) = (%lld, %lld) or (N·Hq, L, S)",
-                             attn_dtype_name(m->dt), (long long)m->L, (long long)m->S);
+        if (!ok) {
+            attn_format_shape(given, sizeof given, am->rank, am->shape);
+            return attn_fail(err, ATTN_ERR_MASK,
+                             "attn_mask is %s of shape %s; it must be bool or %s, shaped (L, S) = (%lld, %lld) or "
+                             "(N·Hq, L, S) = (%lld, %lld, %lld)",
+                             attn_dtype_name(am->dtype), given, attn_dtype_name(m->dt), (long long)m->L,
+                             (long long)m->S, (long long)(m->N * m->Hq), (long long)m->L, (long long)m->S);
+        }
     }
     if (kpm) {
         bool ok = (kpm->dtype == ATTN_BOOL || kpm->dtype == m->dt) &&
                   (m->batched ? kpm->rank == 2 && kpm->shape[0] == m->N && kpm->shape[1] == m->S
                               : kpm->rank == 1 && kpm->shape[0] == m->S);
-        if (!ok)
-            return attn_fail(err, ATTN_ERR_MASK, "key_padding_mask must be bool or %s, shaped %s", attn_dtype_name(m->dt),
-                             m->batched ? "(N, S)" : "(S,)");
+        if (!ok) {
+            attn_format_shape(given, sizeof given, kpm->rank, kpm->shape);
+            return m->batched ? attn_fail(err, ATTN_ERR_MASK,
+                                          "key_padding_mask is %s of shape %s; it must be bool or %s, shaped (N, S) = "
+                                          "(%lld, %lld)",
+                                          attn_dtype_name(kpm->dtype), given, attn_dtype_name(m->dt), (long long)m->N,
+                                          (long long)m->S)
+                              : attn_fail(err, ATTN_ERR_MASK,
+                                          "key_padding_mask is %s of shape %s; it must be bool or %s, shaped (S,) = "
+                                          "(%lld,)",
+                                          attn_dtype_name(kpm->dtype), given, attn_dtype_name(m->dt), (long long)m->S);
+        }
     }
     st = am ? attn_check_extent(am, "attn_mask", err) : ATTN_OK;
     return st || !kpm ? st : attn_check_extent(kpm, "key_padding_mask", err);

@@ -97,8 +97,9 @@ static attn_status store_lengths(int64_t *length, const kv_store *s, const attn_
             return attn_fail(err, ATTN_ERR_ARGUMENT, "lengths[%lld] is %lld; it must be between 0 and the capacity, %lld",
                              (long long)row, (long long)length[i], (long long)C);
         if (L > C - length[i])
-            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld position%s: %lld more do not fit",
-                             (long long)row, (long long)length[i], (long long)C, attn_plural(C), (long long)L);
+            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld position%s: %lld more %s not fit",
+                             (long long)row, (long long)length[i], (long long)C, attn_plural(C), (long long)L,
+                             L == 1 ? "does" : "do");
     }
     return ATTN_OK;
 }
