@@ -1250,6 +1250,79 @@ def cached_refusals_case(o, rng, name, H=4, Hkv=2, E=16, N=2):
     o.report(name, o.compare("steps around the refusals", np.concatenate(outs, 1), ref, 1e-12))
 
 
+def rope_span_steps_case(o, rng, name, H=4, Hkv=2, E=16, N=1):
+    """RoPE's positions within 2^53 (attn.h, options->rope): a sequence run
+    through a cache, a step at a time or in one step, is refused exactly
+    where attn_mha over the whole sequence is (position_offset + length +
+    L <= 2^53), by attn_mha_cached and attn_mha_cached_batch, before
+    anything is appended, naming the caller's offset. A step was checked at
+    its first position only: three positions from 2^53 - 1 were turned, and
+    a later step was refused naming position_offset + length, a number the
+    caller never gave."""
+    lib = o.lib
+    f = rng.standard_normal
+    D = E // H
+    state = gqa_state(f, E, D, Hkv)
+    lib.attn_kv_cache_length.restype = ctypes.c_int64
+    top = 2 ** 53
+    I64 = ctypes.POINTER(ctypes.c_int64)
+
+    def layer_options(offset, causal):
+        o.keep = []
+        prm = o.params(state, E, H, Hkv)
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, causal
+        r = lib.attn_rope_options_default()
+        r.position_offset = offset
+        o.keep.append(r)
+        opts.rope = ctypes.pointer(r)
+        return prm, opts
+
+    for offset, steps in ((top - 3, (3,)), (top - 3, (1, 1, 1)), (top - 2, (1, 1, 1)), (top - 1, (3,)),
+                          (top - 2, (2, 1)), (top, (1,))):
+        whole = f((N, sum(steps), E))
+        prm, opts = layer_options(offset, 1)
+        out, err = np.zeros_like(whole), Error()
+        whole_st = lib.attn_mha(ctypes.byref(view(out)), None, *[ctypes.byref(view(whole))] * 3, ctypes.byref(prm),
+                                ctypes.byref(opts), ctypes.byref(err))
+        for batch in (False, True):
+            cache, memory, why = f64_cache(lib, N, Hkv, 8, D)
+            if why:
+                return o.report(name, why)
+            lengths = np.zeros(N, np.int64)
+            statuses, t = [], 0
+            for n in steps:
+                x = np.ascontiguousarray(whole[:, t:t + n])
+                prm, opts = layer_options(offset, 2)
+                out, err = np.zeros_like(x), Error()
+                if batch:
+                    cu, rows = np.array([0, n], np.int64), np.zeros(1, np.int64)
+                    st = lib.attn_mha_cached_batch(ctypes.byref(view(out[0])), ctypes.byref(view(x[0])),
+                                                   cu.ctypes.data_as(I64), rows.ctypes.data_as(I64),
+                                                   ctypes.c_int64(1), cache, lengths.ctypes.data_as(I64), None,
+                                                   ctypes.byref(prm), ctypes.byref(opts), ctypes.byref(err))
+                    held = int(lengths[0])
+                else:
+                    st = lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(x)), cache, ctypes.byref(prm),
+                                             ctypes.byref(opts), ctypes.byref(err))
+                    held = lib.attn_kv_cache_length(cache)
+                msg = err.message.decode()
+                statuses.append(st)
+                if st and (st != 9 or held != t or "position_offset %d over %d held and %d new" % (offset, t, n)
+                           not in msg):
+                    return o.report(name, "offset 2^53 - %d, steps %s%s: step at %d: status %d, %r, held %d" % (
+                        top - offset, steps, " batched" if batch else "", t, st, msg, held))
+                if st:
+                    break
+                t += n
+            refused = any(statuses)
+            if refused != bool(whole_st):
+                return o.report(name, "offset 2^53 - %d, steps %s%s: the steps %s, the whole pass %s" % (
+                    top - offset, steps, " batched" if batch else "", "refused" if refused else "ran",
+                    "refused" if whole_st else "ran"))
+    o.report(name, "")
+
+
 def main():
     build, rng = oracle_args(20261130)
     o = Oracle(build)
@@ -1417,6 +1490,7 @@ def main():
     attention_fields_refused_case(o, rng, "options_attention_pieces_and_fp8_scales_refused_by_the_layer")
     cache_mismatch_case(o, rng, "mha_cached_over_a_cache_that_does_not_fit_the_layer_named_in_its_terms")
     cached_refusals_case(o, rng, "mha_cached_refused_mask_and_full_cache_named_in_numbers_nothing_changed")
+    rope_span_steps_case(o, rng, "mha_cached_and_cached_batch_rope_positions_past_2_53_refused_where_the_whole_pass_is")
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

@@ -561,8 +561,16 @@ attn_status attn_mha_check_rope_span(const attn_mha_call *m, attn_error *err) {
     if (!m->o.rope || attn_rope_read_options(&r, &rotary_dim, m->o.rope, m->D, NULL) || /* checked by attn_mha_plan */
         positions <= ((int64_t)1 << 53) - r.position_offset)
         return ATTN_OK;
-    return attn_fail(err, ATTN_ERR_OPTION, "RoPE's positions run from position_offset %lld over %lld positions, past 2^53",
-                     (long long)r.position_offset, (long long)positions);
+    return attn_fail(err, ATTN_ERR_OPTION, "RoPE's positions run from position_offset %lld over %lld position%s, past 2^53",
+                     (long long)r.position_offset, (long long)positions, attn_plural(positions));
+}
+
+attn_status attn_mha_check_step_rope(const attn_rope_options *r, int64_t held, int64_t L, attn_error *err) {
+    int64_t room = ((int64_t)1 << 53) - r->position_offset; /* position_offset is from 0 to 2^53: checked */
+    if (L <= room && held <= room - L) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_OPTION,
+                     "RoPE's positions run from position_offset %lld over %lld held and %lld new position%s, past 2^53",
+                     (long long)r->position_offset, (long long)held, (long long)L, attn_plural(L));
 }
 
 /* The call's sizes from its inputs; every check before any work. */
@@ -815,7 +823,9 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
-        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) return st;
+        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err)) ||
+            (st = attn_mha_check_step_rope(&r, length, m.L, err)))
+            return st;
         r.position_offset = attn_mha_rope_after(r.position_offset, length), m.o.rope = &r;
     }
     attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
