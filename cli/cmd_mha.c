@@ -222,10 +222,7 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
             char name[2048];
             snprintf(name, sizeof name, "%s%s", prefix, NAMES[p][a]);
             st_tensor *t = st_find(&w->st, name);
-            if (t && !t->readable)
-                code = cli_error(EXIT_DATA, "--weights %s: tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16",
-                                 path, name, t->dtype);
-            else if (t && st_load(t, read_at, &src, msg, sizeof msg))
+            if (t && st_load(t, read_at, &src, msg, sizeof msg))
                 code = cli_error(EXIT_DATA, "--weights %s: %s", path, msg);
             else w->found[p] = t ? &t->t : NULL;
         }

@@ -658,6 +658,14 @@ def bad_files(c):
             end += n
         return json.dumps(h).encode()
     c.layer_runs("other_dtypes_beside_the_layer_not_read", safetensors_bytes(layer, edit=with_extra) + bytes(58))
+    # Float tensors of more dimensions than attn's tensors hold, beside the layer, likewise: named,
+    # not read (they refused the whole file); the layer's own tensor of 6 dimensions is refused by name.
+    c.layer_runs("float_tensors_of_6_and_8_dimensions_beside_the_layer_not_read", safetensors_bytes(
+        layer, edit=lambda t: with_extra(t, {"video.rel_pos": ("F32", [1, 1, 1, 1, 2, 2], 16),
+                                             "deep": ("BF16", [1] * 7 + [3], 6)})) + bytes(22))
+    c.bad("error_layer_tensor_of_6_dimensions", safetensors_bytes(
+        {"in_proj_weight": np.ones((1, 1, 1, 1, 24, 8)), "out_proj.weight": layer["out_proj.weight"]}),
+        "tensor 'in_proj_weight' has 6 dimensions; attn reads at most 5")
     c.bad("error_other_dtype_bytes_do_not_match", safetensors_bytes(
         layer, edit=lambda t: with_extra(t, {"ids": ("I32", [3], 8)})) + bytes(8), "'ids' has 8 bytes of data but")
     c.bad("error_sub_byte_dtype_not_whole_bytes", safetensors_bytes(
