@@ -222,10 +222,7 @@ static int load_weights(weights *w, const char *path, const char *prefix_opt) {
             char name[2048];
             snprintf(name, sizeof name, "%s%s", prefix, NAMES[p][a]);
             st_tensor *t = st_find(&w->st, name);
-            if (t && !t->readable)
-                code = cli_error(EXIT_DATA, "--weights %s: tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16",
-                                 path, name, t->dtype);
-            else if (t && st_load(t, read_at, &src, msg, sizeof msg))
+            if (t && st_load(t, read_at, &src, msg, sizeof msg))
                 code = cli_error(EXIT_DATA, "--weights %s: %s", path, msg);
             else w->found[p] = t ? &t->t : NULL;
         }
@@ -363,12 +360,19 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
  * format, or 0): out row t from X row t. */
 static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mha_params *p,
                            const attn_mha_options *o, attn_dtype kv, bool hadamard, int64_t residual) {
-    int64_t L = x->shape[x->rank - 2], D = p->embed_dim / p->num_heads;
+    int64_t L = x->shape[x->rank - 2], N = x->rank == 3 ? x->shape[0] : 1, D = p->embed_dim / p->num_heads;
+    attn_mha_options step = *o;
+    /* The new token is the cache's last position, whatever --causal's
+     * alignment (over the whole sequence, self-attention, the two agree). */
+    step.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_error err;
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
-    d.batch = x->rank == 3 ? x->shape[0] : 1, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
-    d.capacity = L, d.key_dim = d.value_dim = D, d.dtype = kv ? kv : x->dtype;
+    d.batch = N, d.heads = p->num_kv_heads ? p->num_kv_heads : p->num_heads;
+    /* A cache holds one position at least: a sequence of none (L = 0) runs
+     * one step of no token over it, below, which checks what every step would. */
+    d.capacity = L > 0 ? L : 1, d.key_dim = d.value_dim = D, d.dtype = kv ? kv : x->dtype;
     if (kv == ATTN_Q4C || kv == ATTN_Q2C) /* keys per channel in groups of 32 positions, values per token */
-        d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (L + 31) / 32 * 32,
+        d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (d.capacity + 31) / 32 * 32,
         d.residual = residual > 0 ? residual : 0;
     if (kv && x->dtype != ATTN_F32) /* the layer takes f32 or f64 X (attn_mha); the quantized cache, f32 rows */
         return cli_error(EXIT_DATA, "--kv %s needs float32 X (the cache quantizes the layer's own rows), not %s",
@@ -379,9 +383,13 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     if (hadamard && (D > 1024 || (D & (D - 1))))
         return cli_error(EXIT_DATA, "--hadamard needs a head dimension that is a power of two up to 1024, but E / heads "
                          "= %lld", (long long)D);
+    /* No sequence: no cache holds a batch of none, and no token runs. The
+     * layer over the empty X checks the weights and gives the empty output,
+     * as attn mha without --incremental does. */
+    if (N == 0)
+        return attn_mha(out, NULL, x, x, x, p, &step, &err) ? cli_error(EXIT_DATA, "%s", err.message) : 0;
     d.hadamard = hadamard;
     size_t bytes;
-    attn_error err;
     attn_kv_cache *cache = NULL;
     if (attn_kv_cache_bytes(&bytes, &d, &err)) return cli_error(EXIT_DATA, "the KV cache: %s", err.message);
     void *memory = malloc(bytes);
@@ -390,10 +398,6 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         return cli_error(EXIT_DATA, "cannot make the KV cache%s%s", memory ? ": " : " (out of memory)",
                          memory ? err.message : "");
     }
-    /* The new token is the cache's last position, whatever --causal's
-     * alignment (over the whole sequence, self-attention, the two agree). */
-    attn_mha_options step = *o;
-    step.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
     /* An f32 layer's weights packed once for all the steps, as a decoder would. */
     void *packed = NULL;
     attn_mha_weights *pw = NULL;
@@ -412,6 +416,7 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         ot.data = (char *)out->data + t * out->strides[dim] * (int64_t)attn_dtype_size(out->dtype);
         if (attn_mha_cached(&ot, &xt, cache, p, &step, &err)) code = cli_error(EXIT_DATA, "token %lld: %s", (long long)t, err.message);
     }
+    if (L == 0 && attn_mha_cached(out, x, cache, p, &step, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
     free(memory), free(packed);
     return code;
 }

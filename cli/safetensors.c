@@ -31,9 +31,18 @@ uint64_t st_head_size(const unsigned char first8[8], uint64_t file_size) {
     return file_size >= 8 && hlen <= file_size - 8 && hlen <= ST_MAX_HEADER ? 8 + hlen : 8;
 }
 
+int st_unreadable(const st_tensor *t, char *msg, size_t n) {
+    if (t->readable) return 0;
+    bool floats = !strcmp(t->dtype, "F64") || !strcmp(t->dtype, "F32") || !strcmp(t->dtype, "F16") ||
+                  !strcmp(t->dtype, "BF16");
+    if (floats)
+        return snprintf(msg, n, "tensor '%s' has %d dimensions; attn reads at most %d", t->name, t->rank, ATTN_MAX_RANK), 1;
+    return snprintf(msg, n, "tensor '%s' has dtype %s; attn reads F64, F32, F16 and BF16", t->name, t->dtype), 1;
+}
+
 int st_load(st_tensor *t, st_read_fn read, void *ctx, char *msg, size_t n) {
     if (t->t.data) return 0;
-    if (!t->readable) return snprintf(msg, n, "tensor '%s' has dtype %s, which attn does not read", t->name, t->dtype), 1;
+    if (st_unreadable(t, msg, n)) return 1;
     /* malloc's alignment suits every dtype; one byte at least, so that an
      * empty tensor's data is not NULL, which would read as "not loaded" */
     if (t->bytes > SIZE_MAX - 1) return snprintf(msg, n, "tensor '%s' is too large for this machine", t->name), 1;
@@ -117,8 +126,10 @@ static int entry(st_file *f, range *r, const cJSON *e, uint64_t data_start, uint
                         dt->valuestring), 1;
     const st_dtype *type = &DTYPES[t];
     int rank = cJSON_GetArraySize(shape);
-    if (type->type && rank > ATTN_MAX_RANK)
-        return snprintf(msg, n, "tensor '%s' has %d dimensions; at most %d", name, rank, ATTN_MAX_RANK), 1;
+    /* More dimensions than a tensor holds: named, not read, as a dtype attn
+     * does not read (a checkpoint's 6-D float tensor beside the layer
+     * refused the whole file); st_unreadable says so if the layer asks. */
+    bool readable = type->type && rank <= ATTN_MAX_RANK;
     int64_t dims[ATTN_MAX_RANK];
     uint64_t count = 1, d, b, en;
     int i = 0;
@@ -148,12 +159,12 @@ static int entry(st_file *f, range *r, const cJSON *e, uint64_t data_start, uint
     /* An empty shape's other dimensions still make its strides: (0, 2^53,
      * 2^53) has no bytes, but no tensor can describe it. */
     attn_tensor view = {0};
-    if (type->type && attn_tensor_init(&view, NULL, type->type, rank, dims, NULL, NULL))
+    if (readable && attn_tensor_init(&view, NULL, type->type, rank, dims, NULL, NULL))
         return snprintf(msg, n, "tensor '%s' has a shape whose element count overflows 64 bits", name), 1;
     st_tensor *st = &f->tensors[f->count];
     char *copied = strdup(name);
     if (!copied) return snprintf(msg, n, "out of memory reading tensor '%s'", name), 1;
-    st->name = copied, st->dtype = type->name, st->readable = type->type != 0, st->t = view;
+    st->name = copied, st->dtype = type->name, st->readable = readable, st->rank = rank, st->t = view;
     st->offset = data_start + b, st->bytes = bytes;
     f->count++;
     *r = (range){b, en, st->name};

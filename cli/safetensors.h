@@ -14,7 +14,9 @@
 typedef struct st_tensor {
     char *name;
     const char *dtype; /* the file's dtype name: "F32", "I64", ... */
-    bool readable;     /* dtype F64, F32, F16 or BF16: st_load can read it into t */
+    bool readable;     /* dtype F64, F32, F16 or BF16 and at most ATTN_MAX_RANK dimensions: st_load can
+                          read it into t (else st_unreadable says why not) */
+    int rank;          /* its dimensions in the file (t's rank when readable) */
     uint64_t offset;   /* its bytes in the file: offset .. offset + bytes - 1 */
     uint64_t bytes;
     attn_tensor t;     /* its dtype and shape; data NULL until st_load copies it (owned here then) */
@@ -43,10 +45,11 @@ uint64_t st_head_size(const unsigned char first8[8], uint64_t file_size);
  * that matches the shape (whole bytes), and no overlap with another
  * tensor; together the tensors cover every byte of the data (the format
  * allows no holes), an empty one where one ends and the next begins. A
- * tensor of dtype F64, F32, F16 or BF16 is `readable` (st_load reads
- * it), and has at most ATTN_MAX_RANK dimensions whose element count fits
- * in 64 bits; one of another dtype is only named (its dtype kept), so
- * that what a caller does not use does not stop it. The header is at
+ * tensor of dtype F64, F32, F16 or BF16 with at most ATTN_MAX_RANK
+ * dimensions is `readable` (st_load reads it), its shape's strides within
+ * 64 bits; one of another dtype or of more dimensions is only named (its
+ * dtype and rank kept), so that what a caller does not use does not stop
+ * it. The header is at
  * most ST_MAX_HEADER bytes, UTF-8, one JSON object and only white space
  * after it, has no NUL character (raw or \u0000: a C string would end
  * there, and the name read would not be the file's), and __metadata__, if
@@ -58,9 +61,13 @@ int st_parse(st_file *f, const unsigned char *head, size_t head_size, uint64_t f
  * in msg. */
 typedef int (*st_read_fn)(void *ctx, void *dst, uint64_t offset, size_t n, char *msg, size_t msg_size);
 
+/* Why attn cannot read tensor t (its dtype, or its rank), into msg: 1, or
+ * 0 for a readable tensor. */
+int st_unreadable(const st_tensor *t, char *msg, size_t msg_size);
+
 /* Copy a readable tensor's bytes out of the file, through read (t->t.data
  * then owns them, aligned for its dtype; a second call reads nothing):
- * 0, or 1 with the reason in msg. */
+ * 0, or 1 with the reason in msg (st_unreadable's for one not readable). */
 int st_load(st_tensor *t, st_read_fn read, void *ctx, char *msg, size_t msg_size);
 
 /* The tensor named `name` (loaded or not), or NULL. */

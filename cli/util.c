@@ -585,11 +585,13 @@ bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *
             *code = cli_error(EXIT_USAGE, "--rope-base %s is not a number above 0", val);
     } else if (cli_option(argc, argv, i, NULL, "--rope-dim", &val, code)) {
         if (val && (!cli_parse_int(val, 2, 1L << 24, &n) || n % 2))
-            *code = cli_error(EXIT_USAGE, "--rope-dim %s is not an even whole number from 2", val);
+            *code = cli_error(EXIT_USAGE, "--rope-dim %s is not an even whole number from 2 to %ld", val, 1L << 24);
         else if (val) r->rotary_dim = n;
     } else if (cli_option(argc, argv, i, NULL, "--rope-offset", &val, code)) {
-        if (val && !cli_parse_int(val, 0, 1L << 40, &n))
-            *code = cli_error(EXIT_USAGE, "--rope-offset %s is not a whole number from 0", val);
+        /* The library's own bound (attn_rope_options): positions are exact
+         * doubles up to 2^53; past it with the rows added, it names them. */
+        if (val && !cli_parse_int(val, 0, 1L << 53, &n))
+            *code = cli_error(EXIT_USAGE, "--rope-offset %s is not a whole number from 0 to 2^53 (%ld)", val, 1L << 53);
         else if (val) r->position_offset = n;
     } else {
         return false;
@@ -612,7 +614,7 @@ bool cli_score_option(int argc, char **argv, int *i, cli_score *s, int *code) {
             *code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
     } else if (cli_option(argc, argv, i, NULL, "--window", &val, code)) {
         if (val && !cli_parse_int(val, 1, 1L << 40, &s->window))
-            *code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1", val);
+            *code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1 to 2^40 (%ld)", val, 1L << 40);
     } else {
         return false;
     }

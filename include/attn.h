@@ -1833,8 +1833,11 @@ typedef struct attn_mha_options {
      * add_zero_attn, whose keys have no position (nor are the attention's
      * ALiBi and window: ATTN_ERR_OPTION). Positions past 2^53, where
      * doubles stop holding them exactly, are ATTN_ERR_OPTION: position_offset
-     * over max(L, S) of them, as attn_sdpa counts them (a cache's step:
-     * position_offset plus the length the cache holds, at most 2^53). */
+     * over max(L, S) of them, as attn_sdpa counts them (a cache's step,
+     * attn_mha_cached, attn_mha_paged and attn_mha_cached_batch: over
+     * the length the sequence holds and its L new positions, so that a
+     * sequence run step by step is refused where the whole pass is, before
+     * anything is appended). */
     const attn_rope_options *rope;
     /* The attention's own options, or NULL: its score variants (softcap,
      * alibi_slopes, window, sinks), scale (has_scale; default 1/sqrt(D)),

@@ -1180,6 +1180,149 @@ def cache_mismatch_case(o, rng, name, H=4, Hkv=2, E=16, L=2, N=2):
     o.report(name, "")
 
 
+def cached_refusals_case(o, rng, name, H=4, Hkv=2, E=16, N=2):
+    """attn_mha_cached's refusals of a step name the numbers the caller
+    cannot see in its arguments (S, the keys the cache will hold after the
+    append) beside what was given, and change nothing: a mask of the wrong
+    width (ATTN_ERR_MASK: it said only "shaped (N, S)") and a step past the
+    capacity (ATTN_ERR_FULL, "1 more does not fit"). Each leaves the length
+    and the cached keys and values as they were, and the next step still
+    gives the layer in PyTorch over the whole sequence."""
+    lib = o.lib
+    f = rng.standard_normal
+    D = E // H
+    state = gqa_state(f, E, D, Hkv)
+    cache, memory, why = f64_cache(lib, N, Hkv, 6, D)
+    if why:
+        return o.report(name, why)
+    lib.attn_kv_cache_length.restype = ctypes.c_int64
+    seq = f((N, 6, E))
+
+    def step(x, am=None, kpm=None):
+        o.keep = []
+        prm = o.params(state, E, H, Hkv)
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, 2
+        opts.attn_mask, opts.key_padding_mask = o.tensor(am), o.tensor(kpm)
+        out, err = np.zeros_like(x), Error()
+        st = lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(x)), cache, ctypes.byref(prm),
+                                 ctypes.byref(opts), ctypes.byref(err))
+        return st, err.message.decode(), out
+
+    def cached():
+        n = lib.attn_kv_cache_length(cache)
+        k, v = np.zeros((N, Hkv, n, D)), np.zeros((N, Hkv, n, D))
+        lib.attn_kv_cache_gather(ctypes.byref(view(k)), ctypes.byref(view(v)), cache, ctypes.byref(Error()))
+        return n, k, v
+
+    outs = [step(np.ascontiguousarray(seq[:, :4]))[2]]
+    before = cached()
+    refusals = [
+        ("kpm", dict(kpm=np.zeros((N, 4), np.bool_)), 7,
+         "key_padding_mask is bool of shape (%d, 4); it must be bool or f64, shaped (N, S) = (%d, 5)" % (N, N)),
+        ("kpm_dtype", dict(kpm=np.zeros((N, 5), np.float32)), 7,
+         "key_padding_mask is f32 of shape (%d, 5); it must be bool or f64" % N),
+        ("attn_mask", dict(am=np.zeros((1, 4))), 7,
+         "attn_mask is f64 of shape (1, 4); it must be bool or f64, shaped (L, S) = (1, 5) or (N·Hq, L, S) = "
+         "(%d, 1, 5)" % (N * H)),
+    ]
+    for what, masks, status, want in refusals:
+        st, msg, _ = step(np.ascontiguousarray(seq[:, 4:5]), **masks)
+        after = cached()
+        if st != status or want not in msg or after[0] != before[0] or not all(
+                np.array_equal(a, b) for a, b in zip(before[1:], after[1:])):
+            return o.report(name, "%s: status %d, %r, length %d: want %d, %r" % (what, st, msg, after[0], status,
+                                                                                 want))
+    outs.append(step(np.ascontiguousarray(seq[:, 4:5]))[2])
+    before = cached()
+    for n, want in ((3, "the cache holds 6 positions, 5 filled: 3 more do not fit"),
+                    (2, "the cache holds 6 positions, 5 filled: 2 more do not fit")):
+        st, msg, _ = step(f((N, n, E)))
+        after = cached()
+        if st != 21 or want not in msg or after[0] != 5 or not all(
+                np.array_equal(a, b) for a, b in zip(before[1:], after[1:])):
+            return o.report(name, "full: status %d, %r, length %d" % (st, msg, after[0]))
+    outs.append(step(np.ascontiguousarray(seq[:, 5:6]))[2])
+    st, msg, _ = step(f((N, 1, E)))
+    if st != 21 or "the cache holds 6 positions, 6 filled: 1 more does not fit" not in msg:
+        return o.report(name, "full at capacity: status %d, %r" % (st, msg))
+    ref = gqa_reference(seq, seq, seq, state, H, Hkv, 1)
+    o.report(name, o.compare("steps around the refusals", np.concatenate(outs, 1), ref, 1e-12))
+
+
+def rope_span_steps_case(o, rng, name, H=4, Hkv=2, E=16, N=1):
+    """RoPE's positions within 2^53 (attn.h, options->rope): a sequence run
+    through a cache, a step at a time or in one step, is refused exactly
+    where attn_mha over the whole sequence is (position_offset + length +
+    L <= 2^53), by attn_mha_cached and attn_mha_cached_batch, before
+    anything is appended, naming the caller's offset. A step was checked at
+    its first position only: three positions from 2^53 - 1 were turned, and
+    a later step was refused naming position_offset + length, a number the
+    caller never gave."""
+    lib = o.lib
+    f = rng.standard_normal
+    D = E // H
+    state = gqa_state(f, E, D, Hkv)
+    lib.attn_kv_cache_length.restype = ctypes.c_int64
+    top = 2 ** 53
+    I64 = ctypes.POINTER(ctypes.c_int64)
+
+    def layer_options(offset, causal):
+        o.keep = []
+        prm = o.params(state, E, H, Hkv)
+        opts = lib.attn_mha_options_default()
+        opts.batch_first, opts.causal = 1, causal
+        r = lib.attn_rope_options_default()
+        r.position_offset = offset
+        o.keep.append(r)
+        opts.rope = ctypes.pointer(r)
+        return prm, opts
+
+    for offset, steps in ((top - 3, (3,)), (top - 3, (1, 1, 1)), (top - 2, (1, 1, 1)), (top - 1, (3,)),
+                          (top - 2, (2, 1)), (top, (1,))):
+        whole = f((N, sum(steps), E))
+        prm, opts = layer_options(offset, 1)
+        out, err = np.zeros_like(whole), Error()
+        whole_st = lib.attn_mha(ctypes.byref(view(out)), None, *[ctypes.byref(view(whole))] * 3, ctypes.byref(prm),
+                                ctypes.byref(opts), ctypes.byref(err))
+        for batch in (False, True):
+            cache, memory, why = f64_cache(lib, N, Hkv, 8, D)
+            if why:
+                return o.report(name, why)
+            lengths = np.zeros(N, np.int64)
+            statuses, t = [], 0
+            for n in steps:
+                x = np.ascontiguousarray(whole[:, t:t + n])
+                prm, opts = layer_options(offset, 2)
+                out, err = np.zeros_like(x), Error()
+                if batch:
+                    cu, rows = np.array([0, n], np.int64), np.zeros(1, np.int64)
+                    st = lib.attn_mha_cached_batch(ctypes.byref(view(out[0])), ctypes.byref(view(x[0])),
+                                                   cu.ctypes.data_as(I64), rows.ctypes.data_as(I64),
+                                                   ctypes.c_int64(1), cache, lengths.ctypes.data_as(I64), None,
+                                                   ctypes.byref(prm), ctypes.byref(opts), ctypes.byref(err))
+                    held = int(lengths[0])
+                else:
+                    st = lib.attn_mha_cached(ctypes.byref(view(out)), ctypes.byref(view(x)), cache, ctypes.byref(prm),
+                                             ctypes.byref(opts), ctypes.byref(err))
+                    held = lib.attn_kv_cache_length(cache)
+                msg = err.message.decode()
+                statuses.append(st)
+                if st and (st != 9 or held != t or "position_offset %d over %d held and %d new" % (offset, t, n)
+                           not in msg):
+                    return o.report(name, "offset 2^53 - %d, steps %s%s: step at %d: status %d, %r, held %d" % (
+                        top - offset, steps, " batched" if batch else "", t, st, msg, held))
+                if st:
+                    break
+                t += n
+            refused = any(statuses)
+            if refused != bool(whole_st):
+                return o.report(name, "offset 2^53 - %d, steps %s%s: the steps %s, the whole pass %s" % (
+                    top - offset, steps, " batched" if batch else "", "refused" if refused else "ran",
+                    "refused" if whole_st else "ran"))
+    o.report(name, "")
+
+
 def main():
     build, rng = oracle_args(20261130)
     o = Oracle(build)
@@ -1346,6 +1489,8 @@ def main():
     mha_cached_dropout_case(o, rng, "mha_cached_dropout_rows_of_the_step_gqa", 4, 2, steps=(3, 1, 1, 2))
     attention_fields_refused_case(o, rng, "options_attention_pieces_and_fp8_scales_refused_by_the_layer")
     cache_mismatch_case(o, rng, "mha_cached_over_a_cache_that_does_not_fit_the_layer_named_in_its_terms")
+    cached_refusals_case(o, rng, "mha_cached_refused_mask_and_full_cache_named_in_numbers_nothing_changed")
+    rope_span_steps_case(o, rng, "mha_cached_and_cached_batch_rope_positions_past_2_53_refused_where_the_whole_pass_is")
     # A query whose every key is masked: NaN in PyTorch, out_proj's bias here.
     torch.manual_seed(7)
     mha = torch.nn.MultiheadAttention(8, 2, dtype=torch.float64)

@@ -227,6 +227,19 @@ def errors(o):
         "alibi_twice": (["--alibi", "--alibi-slopes", o.path("short_slopes")], "not both"),
         "sinks_nan": (["--sinks", o.path("bad_slopes")], "sinks[1] is nan"),
         "dsinks_without_sinks": (["--grad-out", x, "--dsinks", o.path("ds")], "--dsinks needs --sinks"),
+        # A number out of an option's range names the range, both ends: "from 0" alone read as a
+        # refusal of a whole number from 0. --rope-offset takes the library's own bound, 2^53
+        # (the command stopped at 2^40), and past it with the rows the library names them.
+        "rope_offset_past_2_53": (["--rope", "halves", "--rope-offset", str(2 ** 53 + 1)],
+                                  "--rope-offset 9007199254740993 is not a whole number from 0 to 2^53 "
+                                  "(9007199254740992)"),
+        "rope_positions_past_2_53": (["--rope", "halves", "--rope-offset", str(2 ** 53 - 2)],
+                                     "RoPE's positions run from position_offset 9007199254740990 over 3 positions, "
+                                     "past 2^53"),
+        "rope_dim_odd": (["--rope", "halves", "--rope-dim", "3"],
+                         "--rope-dim 3 is not an even whole number from 2 to 16777216"),
+        "window_0": (["--causal", "--window", "0"],
+                     "--window 0 is not a whole number of keys from 1 to 2^40 (1099511627776)"),
     }
     for name, (flags, want) in cases.items():
         out = o.path("err_out")
@@ -237,6 +250,12 @@ def errors(o):
         lines = r.stderr.strip().splitlines()
         ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
         o.report("error_" + name, "" if ok and not os.path.exists(out) else "rc %d, stderr %r" % (r.returncode, r.stderr))
+    # The last positions RoPE takes: offset + 3 rows = 2^53, past the command's old bound of 2^40.
+    out = o.path("rope_top_out")
+    r = subprocess.run([o.attn, "sdpa", "-q", x, "-k", x, "-v", x, "-o", out, "--rope", "halves",
+                        "--rope-offset", str(2 ** 53 - 3)], capture_output=True, text=True)
+    o.report("rope_offset_up_to_2_53_taken", "" if r.returncode == 0 and os.path.exists(out) else
+             "rc %d, stderr %r" % (r.returncode, r.stderr))
 
 
 def main():

@@ -2502,7 +2502,8 @@ static void test_mha(void) {
     attn_kv_cache_truncate(cache, L - 2, &err);
     attn_tensor q2 = q, r2 = ref;
     q2.shape[1] = r2.shape[1] = 2;
-    check_status(attn_mha_cached(&r2, &q2, cache, &p, &ocm, &err), &err, ATTN_ERR_MASK, "attn_mask must be",
+    check_status(attn_mha_cached(&r2, &q2, cache, &p, &ocm, &err), &err, ATTN_ERR_MASK,
+                 "attn_mask is bool of shape (3, 3); it must be bool or f64, shaped (L, S) = (2, 3)",
                  "err_mha_cached_mask_of_the_new_positions_only");
     check(attn_kv_cache_length(cache) == L - 2, "err_mha_cached_mask_appends_nothing", "length %lld",
           (long long)attn_kv_cache_length(cache));

@@ -538,6 +538,41 @@ def half_weights(c, rng):
     c.layer("f16_npy_weights_f32_input", d, x32, ref, rope, tol=1e-5)
 
 
+def empty_inputs(c, rng):
+    """An X with no sequence or no position gives an output of its shape,
+    as the module gives one, through --incremental's KV cache too (a cache
+    of batch 0 or capacity 0 was an error naming the desc's fields); a
+    step of no token still checks what every step checks (bias_k)."""
+    E, H, f = 8, 2, rng.standard_normal
+    # f32 weights: an f64 X takes them too
+    layer = {"in_proj_weight": f((3 * E, E)).astype(np.float32), "out_proj.weight": f((E, E)).astype(np.float32)}
+    p = c.path("empty_layer.safetensors")
+    with open(p, "wb") as fh:
+        fh.write(safetensors_bytes(layer))
+    out = c.path("empty_out.npy")
+    for shape in ((0, E), (2, 0, E), (0, 3, E)):
+        for dtype in (np.float64, np.float32):
+            for mode in ([], ["--causal"], ["--incremental"], ["--incremental", "--kv", "q4c"]):
+                if "--kv" in mode and dtype != np.float32:
+                    continue
+                np.save(c.path("x_empty.npy"), np.zeros(shape, dtype))
+                if os.path.exists(out):
+                    os.remove(out)
+                r = c.run(["-x", c.path("x_empty.npy"), "--weights", p, "--heads", str(H), "-o", out] + mode)
+                name = "empty_x_%s_%s%s" % ("x".join(map(str, shape)), np.dtype(dtype).name,
+                                            "".join("_" + m.lstrip("-") for m in mode))
+                got = np.load(out) if r.returncode == 0 else None
+                c.report(name, "rc %d, %r" % (r.returncode, r.stderr) if got is None else
+                         "" if got.shape == shape and got.dtype == dtype else "out %s %s" % (got.shape, got.dtype))
+    with open(c.path("bias_kv.safetensors"), "wb") as fh:
+        fh.write(safetensors_bytes(dict(layer, bias_k=f((1, 1, E)).astype(np.float32),
+                                         bias_v=f((1, 1, E)).astype(np.float32))))
+    np.save(c.path("x_empty.npy"), np.zeros((2, 0, E)))
+    c.bad_args("error_incremental_no_position_bias_kv", ["-x", c.path("x_empty.npy"), "--weights",
+                                                         c.path("bias_kv.safetensors"), "--heads", str(H),
+                                                         "--incremental"], "bias_k")
+
+
 def bad_files(c):
     w = np.zeros((6, 2))
     good = safetensors_bytes({"in_proj_weight": w})
@@ -623,6 +658,14 @@ def bad_files(c):
             end += n
         return json.dumps(h).encode()
     c.layer_runs("other_dtypes_beside_the_layer_not_read", safetensors_bytes(layer, edit=with_extra) + bytes(58))
+    # Float tensors of more dimensions than attn's tensors hold, beside the layer, likewise: named,
+    # not read (they refused the whole file); the layer's own tensor of 6 dimensions is refused by name.
+    c.layer_runs("float_tensors_of_6_and_8_dimensions_beside_the_layer_not_read", safetensors_bytes(
+        layer, edit=lambda t: with_extra(t, {"video.rel_pos": ("F32", [1, 1, 1, 1, 2, 2], 16),
+                                             "deep": ("BF16", [1] * 7 + [3], 6)})) + bytes(22))
+    c.bad("error_layer_tensor_of_6_dimensions", safetensors_bytes(
+        {"in_proj_weight": np.ones((1, 1, 1, 1, 24, 8)), "out_proj.weight": layer["out_proj.weight"]}),
+        "tensor 'in_proj_weight' has 6 dimensions; attn reads at most 5")
     c.bad("error_other_dtype_bytes_do_not_match", safetensors_bytes(
         layer, edit=lambda t: with_extra(t, {"ids": ("I32", [3], 8)})) + bytes(8), "'ids' has 8 bytes of data but")
     c.bad("error_sub_byte_dtype_not_whole_bytes", safetensors_bytes(
@@ -914,6 +957,7 @@ def main():
     grouped_keys_cache(c, rng)
     grouped_keys_cache(c, rng, R=64, L=200)  # KIVI's residual window: groups quantized as they leave it
     grouped_keys_cache(c, rng, R=128, L=200)
+    empty_inputs(c, rng)
     bad_files(c)
     bad_paths(c)
     large_checkpoints(c, rng)

@@ -264,21 +264,39 @@ static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
     if ((am && (st = attn_check_data(am, "attn_mask", m->measuring, err))) ||
         (kpm && (st = attn_check_data(kpm, "key_padding_mask", m->measuring, err))))
         return st;
+    /* The message names what was given beside what fits, in numbers: in a
+     * cached step S is the keys the cache will hold, which the caller does
+     * not see in any argument. */
+    char given[128];
     if (am) {
         bool ok = (am->dtype == ATTN_BOOL || am->dtype == m->dt) &&
                   ((am->rank == 2 && am->shape[0] == m->L && am->shape[1] == m->S) ||
                    (am->rank == 3 && am->shape[0] == m->N * m->Hq && am->shape[1] == m->L && am->shape[2] == m->S));
-        if (!ok)
-            return attn_fail(err, ATTN_ERR_MASK, "attn_mask must be bool or %s, shaped (L, S) = (%lld, %lld) or (N·Hq, L, S)",
-                             attn_dtype_name(m->dt), (long long)m->L, (long long)m->S);
+        if (!ok) {
+            attn_format_shape(given, sizeof given, am->rank, am->shape);
+            return attn_fail(err, ATTN_ERR_MASK,
+                             "attn_mask is %s of shape %s; it must be bool or %s, shaped (L, S) = (%lld, %lld) or "
+                             "(N·Hq, L, S) = (%lld, %lld, %lld)",
+                             attn_dtype_name(am->dtype), given, attn_dtype_name(m->dt), (long long)m->L,
+                             (long long)m->S, (long long)(m->N * m->Hq), (long long)m->L, (long long)m->S);
+        }
     }
     if (kpm) {
         bool ok = (kpm->dtype == ATTN_BOOL || kpm->dtype == m->dt) &&
                   (m->batched ? kpm->rank == 2 && kpm->shape[0] == m->N && kpm->shape[1] == m->S
                               : kpm->rank == 1 && kpm->shape[0] == m->S);
-        if (!ok)
-            return attn_fail(err, ATTN_ERR_MASK, "key_padding_mask must be bool or %s, shaped %s", attn_dtype_name(m->dt),
-                             m->batched ? "(N, S)" : "(S,)");
+        if (!ok) {
+            attn_format_shape(given, sizeof given, kpm->rank, kpm->shape);
+            return m->batched ? attn_fail(err, ATTN_ERR_MASK,
+                                          "key_padding_mask is %s of shape %s; it must be bool or %s, shaped (N, S) = "
+                                          "(%lld, %lld)",
+                                          attn_dtype_name(kpm->dtype), given, attn_dtype_name(m->dt), (long long)m->N,
+                                          (long long)m->S)
+                              : attn_fail(err, ATTN_ERR_MASK,
+                                          "key_padding_mask is %s of shape %s; it must be bool or %s, shaped (S,) = "
+                                          "(%lld,)",
+                                          attn_dtype_name(kpm->dtype), given, attn_dtype_name(m->dt), (long long)m->S);
+        }
     }
     st = am ? attn_check_extent(am, "attn_mask", err) : ATTN_OK;
     return st || !kpm ? st : attn_check_extent(kpm, "key_padding_mask", err);
@@ -543,8 +561,16 @@ attn_status attn_mha_check_rope_span(const attn_mha_call *m, attn_error *err) {
     if (!m->o.rope || attn_rope_read_options(&r, &rotary_dim, m->o.rope, m->D, NULL) || /* checked by attn_mha_plan */
         positions <= ((int64_t)1 << 53) - r.position_offset)
         return ATTN_OK;
-    return attn_fail(err, ATTN_ERR_OPTION, "RoPE's positions run from position_offset %lld over %lld positions, past 2^53",
-                     (long long)r.position_offset, (long long)positions);
+    return attn_fail(err, ATTN_ERR_OPTION, "RoPE's positions run from position_offset %lld over %lld position%s, past 2^53",
+                     (long long)r.position_offset, (long long)positions, attn_plural(positions));
+}
+
+attn_status attn_mha_check_step_rope(const attn_rope_options *r, int64_t held, int64_t L, attn_error *err) {
+    int64_t room = ((int64_t)1 << 53) - r->position_offset; /* position_offset is from 0 to 2^53: checked */
+    if (L <= room && held <= room - L) return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_OPTION,
+                     "RoPE's positions run from position_offset %lld over %lld held and %lld new position%s, past 2^53",
+                     (long long)r->position_offset, (long long)held, (long long)L, attn_plural(L));
 }
 
 /* The call's sizes from its inputs; every check before any work. */
@@ -797,7 +823,9 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
     if (m.o.rope) { /* the new positions follow the cached ones */
         r = attn_rope_options_default();
-        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err))) return st;
+        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err)) ||
+            (st = attn_mha_check_step_rope(&r, length, m.L, err)))
+            return st;
         r.position_offset = attn_mha_rope_after(r.position_offset, length), m.o.rope = &r;
     }
     attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);

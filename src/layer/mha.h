@@ -131,6 +131,14 @@ attn_status attn_mha_check_store(const attn_kv_paged_view *w, const char *what, 
  * attn_mha_backward (position_offset over max(L, S')) within 2^53, as
  * attn_sdpa holds them; after attn_mha_plan, which checked the options. */
 attn_status attn_mha_check_rope_span(const attn_mha_call *m, attn_error *err);
+/* The same for a step of L new positions after the `held` a sequence
+ * holds (attn_mha_cached, attn_mha_paged, attn_mha_cached_batch): the
+ * sequence so far, position_offset + held + L, within 2^53, the test
+ * attn_mha_check_rope_span makes of the whole sequence, so that a sequence
+ * run step by step is refused where the whole pass is, and before anything
+ * is written (a step checked only for its first position would turn the
+ * rest past 2^53). r: the options as read, position_offset from 0 to 2^53. */
+attn_status attn_mha_check_step_rope(const attn_rope_options *r, int64_t held, int64_t L, attn_error *err);
 /* Every check of one call and its sizes, with out seen as (N, L, E). */
 attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *out, const attn_tensor *query,
                           const attn_tensor *key, const attn_tensor *value, attn_error *err);

@@ -97,8 +97,9 @@ static attn_status store_lengths(int64_t *length, const kv_store *s, const attn_
             return attn_fail(err, ATTN_ERR_ARGUMENT, "lengths[%lld] is %lld; it must be between 0 and the capacity, %lld",
                              (long long)row, (long long)length[i], (long long)C);
         if (L > C - length[i])
-            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld position%s: %lld more do not fit",
-                             (long long)row, (long long)length[i], (long long)C, attn_plural(C), (long long)L);
+            return attn_fail(err, ATTN_ERR_FULL, "row %lld holds %lld of %lld position%s: %lld more %s not fit",
+                             (long long)row, (long long)length[i], (long long)C, attn_plural(C), (long long)L,
+                             L == 1 ? "does" : "do");
     }
     return ATTN_OK;
 }
@@ -281,6 +282,12 @@ static attn_status batch_step(attn_tensor *out, const attn_tensor *x, const int6
         if (L == 0) continue;
         attn_mha_call sc = sequence_call(&m, r0, L);
         attn_rope_options ri = r;
+        if (m.o.rope && (st = attn_mha_check_step_rope(&r, length[i], L, err))) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err ? err->message : "");
+            st = attn_fail(err, st, "sequence %lld: %s", (long long)i, why);
+            break;
+        }
         ri.position_offset = attn_mha_rope_after(r.position_offset, length[i]); /* after sequence i's own */
         if (m.o.rope) sc.o.rope = &ri;
         st = attn_mha_project_qkv(q + r0 * m.Hq * m.D * (int64_t)es, k + r0 * m.Hkv * m.D * (int64_t)es,

@@ -390,9 +390,9 @@ attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tensor *k, con
         return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld position%s but v has %lld", (long long)n, attn_plural(n),
                          (long long)v->shape[v->rank - 2]);
     if (n > cache->d.capacity - cache->length)
-        return attn_fail(err, ATTN_ERR_FULL, "the cache holds %lld position%s, %lld filled: %lld more do not fit",
+        return attn_fail(err, ATTN_ERR_FULL, "the cache holds %lld position%s, %lld filled: %lld more %s not fit",
                          (long long)cache->d.capacity, attn_plural(cache->d.capacity), (long long)cache->length,
-                         (long long)n);
+                         (long long)n, n == 1 ? "does" : "do");
     attn_tensor dk, dv;
     if (grouped(cache)) key_bytes(&dk, cache);
     else positions(&dk, cache, false, cache->length, n, k->rank, err);
