@@ -109,6 +109,13 @@ def test_train():
     r = run("train", "my big dog chased a small red ball")
     report("train_other_sentence_chased_to_dog", r.returncode == 0 and
            re.search(r"^chased attends most to dog \(0\.9\d\) in the learned head", r.stdout, re.M), r.stdout)
+    # The heading quotes the sentence as the head read it: typed, its control
+    # bytes (ESC, BEL; the tokenizer drops them as it drops punctuation), tab
+    # and line break went to the terminal as they were.
+    r = run("train", "--steps", "1", "The\tCAT,\x1b[\x07\x01\nsat!")
+    report("train_heading_quotes_the_words_read", r.returncode == 0 and
+           'attention weights on "the cat sat" (causal)' in flat(r.stdout) and
+           not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", r.stdout), repr(r.stdout[:600]) + r.stderr)
     # A repeated word: each verdict names positions as the table labels them
     # (ran₁, cat₁), not the bare word, which said "ran attends most to cat"
     # twice; and words tied for the most weight are all named (a repeated word
