@@ -587,6 +587,22 @@ def test_scaling():
                "score (x axis)" in texts and rects > 8 * 40, f"{rects} rects; {texts[:120]}")
     except (ET.ParseError, FileNotFoundError) as e:
         report("scaling_svg", False, str(e))
+    # One score of d = 65536 (spread 256) lies outside the raw axis, -96 to 96,
+    # for this seed: the raw panel is empty (its 48 bars of height 0), and its
+    # bars were 0 / 0, written y='-nan' height='-nan'. Every number of the
+    # figure is one.
+    r = run("scaling", "--dims", "65536", "--queries", "1", "--keys", "1", "--seed", "0", "--svg", svg, "--no-train")
+    try:
+        root = ET.parse(svg).getroot()
+        rects = list(root.iter("{http://www.w3.org/2000/svg}rect"))
+        numbers = [v for e in root.iter() for k, v in e.attrib.items() if k in ("x", "y", "width", "height")]
+        bad = [v for v in numbers if v != "100%" and not math.isfinite(float(v))]
+        raw_bars = [e.get("height") for e in rects if e.get("fill") == "#d62728" and e.get("y") != "36"]
+        report("scaling_svg_empty_panel_has_no_nan", r.returncode == 0 and not bad and len(raw_bars) == 48 and
+               all(float(h) == 0 for h in raw_bars), f"{len(bad)} of {len(numbers)} not finite: {bad[:4]}; "
+               f"raw bars {raw_bars[:4]}")
+    except (ET.ParseError, FileNotFoundError, ValueError) as e:
+        report("scaling_svg_empty_panel_has_no_nan", False, str(e))
     same = run("scaling", "--json", "--queries", "50", "--no-train").stdout == run("scaling", "--json", "--queries", "50", "--no-train").stdout
     report("scaling_deterministic", same, "two runs differ")
 
