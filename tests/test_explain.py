@@ -607,6 +607,22 @@ def test_scaling():
     report("scaling_deterministic", same, "two runs differ")
 
 
+def test_scaling_few_queries_memory():
+    """attn_scaling_measure holds the keys of 16 queries at a time, and held
+    room for 16 also when asked for fewer: one query of d = 65536 against 64
+    keys (32 MiB of keys) took 512 MiB and failed under a 256 MiB limit."""
+    with open(ATTN, "rb") as f:
+        if b"__asan_init" in f.read():
+            print("skip scaling_few_queries_memory: an ASan build cannot run under an address-space limit")
+            return
+    r = subprocess.run([ATTN, "scaling", "--dims", "65536", "--queries", "1", "--keys", "64", "--no-train", "--json"],
+                       capture_output=True, text=True, cwd=TMP,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (256 << 20,) * 2))
+    row = json.loads(r.stdout)["rows"][0] if r.returncode == 0 else {}
+    report("scaling_few_queries_memory", row.get("queries") == 1 and row.get("keys") == 64 and
+           row.get("spread_raw", 0) > 0, r.stderr)
+
+
 def test_learner_text():
     """What a learner reads: masked cells, repeated words, flat rows, colours."""
     r = run("explain", "--causal", "--step", "weights", DEFAULT)
@@ -1664,6 +1680,7 @@ def main():
     test_additive()
     test_kernel()
     test_scaling()
+    test_scaling_few_queries_memory()
     test_json_keys_documented()
     test_errors()
     return 1 if failed else 0
