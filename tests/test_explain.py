@@ -616,7 +616,7 @@ def test_scaling_few_queries_memory():
             print("skip scaling_few_queries_memory: an ASan build cannot run under an address-space limit")
             return
     r = subprocess.run([ATTN, "scaling", "--dims", "65536", "--queries", "1", "--keys", "64", "--no-train", "--json"],
-                       capture_output=True, text=True, cwd=TMP,
+                       capture_output=True, text=True, cwd=TMP, env=dict(os.environ, ATTN_NUM_THREADS="1"),
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (256 << 20,) * 2))
     row = json.loads(r.stdout)["rows"][0] if r.returncode == 0 else {}
     report("scaling_few_queries_memory", row.get("queries") == 1 and row.get("keys") == 64 and
