@@ -1,7 +1,7 @@
 # attn -- build, test and install. Plain GNU make; see README.md.
 #
 #   make            build/attn, build/libattn.a, build/libattn.so
-#   make run        build, then run the main job
+#   make run        build, then explain one attention head step by step (attn explain)
 #   make test       install test dependencies if missing, build, run every test
 #   make install    PREFIX=/usr/local (DESTDIR honoured)
 

@@ -2,7 +2,7 @@
  * library and printed with labels, in the order the story tells them: plain
  * averaging, weights from dot products, a causal mask, the division by
  * sqrt(d_k), and attention with trainable weights (a head that learns).
- * This is what `make run` shows. */
+ * (`make run` shows `attn explain`, the toy model's head step by step.) */
 #include "attn_teach.h"
 #include "cli.h"
 #include "text.h"

@@ -324,7 +324,9 @@ static void svg_panel(FILE *f, double x, double y, double w, double h, const dou
     double bw = w / ATTN_SCALING_BINS;
     fprintf(f, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='#999'/>\n", x, y, w, h);
     for (int b = 0; b < ATTN_SCALING_BINS; b++) {
-        double bh = hist[b] / ymax * (h - 4);
+        /* ymax is 0 when no score fell inside the axis (a few scores of a
+         * large d): an empty panel, not 0 / 0 bars. */
+        double bh = ymax > 0 ? hist[b] / ymax * (h - 4) : 0;
         if (bh > h - 4) bh = h - 4;
         fprintf(f, "<rect x='%.2f' y='%.2f' width='%.2f' height='%.2f' fill='%s'/>\n", x + b * bw,
                 y + h - bh, bw * 0.9, bh, colour);

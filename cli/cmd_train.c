@@ -307,8 +307,15 @@ static int print_report(void *ctx) {
         cli_prose(stdout, 0, 3, "gradient reaching W_Q, median ||dLoss/dW_Q||_F over %s: %.4g", over,
                   k % 2 ? first[k / 2] : (first[k / 2 - 1] + first[k / 2]) / 2);
         printf("\n");
-        cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one",
-                  a->sentence ? a->sentence : "the cat sat on the mat");
+        /* The sentence as the head read it, word by word: what was typed
+         * may hold control bytes (an escape sequence would reach the
+         * terminal), tabs or line breaks, and punctuation it dropped. */
+        char sentence[ATTN_TOY_MAX_TOKENS * 16]; /* the vocabulary's words are at most 7 bytes */
+        size_t len = 0;
+        sentence[0] = '\0';
+        for (int i = 0; i < n && len < sizeof sentence; i++)
+            len += (size_t)snprintf(sentence + len, sizeof sentence - len, "%s%s", i ? " " : "", r->words[i]);
+        cli_prose(stdout, 0, 3, "attention weights on \"%s\" (causal), the learned head and the hand-wired one", sentence);
         print_weights(r->learned, r->wired, labels, n);
         printf("\n");
         print_verdicts(r->learned, r->wired, r->tokens, labels, n);

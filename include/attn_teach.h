@@ -430,9 +430,10 @@ ATTN_API attn_status attn_kernel_walk_json(char *buf, size_t size, size_t *lengt
 /* Training one head                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* The task: sentences from the toy grammar, "DET [ADJ] NOUN VERB [PREP DET
- * [ADJ] NOUN]" (subjects of every kind: animals, things, places), attended
- * with a causal mask; every word's output must equal the features noun,
+/* The task: sentences from the toy grammar, "DET ADJ* NOUN VERB [PREP DET
+ * ADJ* NOUN]", up to two adjectives each time and the prepositional phrase
+ * in 7 sentences of 10 (subjects of every kind: animals, things, places),
+ * attended with a causal mask; every word's output must equal the features noun,
  * animal, thing and place (so d_v = 4) of the last noun it sees (zeros
  * before the first), so a verb's are its subject's. The verb alone says nothing of
  * its subject, and the subject is the only noun it can see, so the head must

@@ -3062,6 +3062,17 @@ static void test_aliasing_teach(void) {
     st = attn_toy_explain_json(sentence + 10, 40, &len, sentence, NULL, &err);
     check(st == ATTN_ERR_STRIDE && strstr(err.message, "buf and sentence overlap"), "alias_toy_explain_json_on_sentence",
           "status %d: %s", st, st ? err.message : "");
+    /* A NULL buf with a size is this call's error, named as its argument
+     * (it was "an argument of attn_explain_json is NULL", after the work). */
+    st = attn_toy_explain_json(NULL, 40, &len, sentence, NULL, &err);
+    check(st == ATTN_ERR_NULL && !strcmp(err.message, "buf (size > 0) is NULL"), "toy_explain_json_null_buf_named",
+          "status %d: %s", st, st ? err.message : "");
+    st = attn_toy_explain_json(NULL, 0, &len, sentence, NULL, &err);
+    check(st == ATTN_OK && len > 100, "toy_explain_json_null_buf_size_0_measures", "status %d: %s", st,
+          st ? err.message : "");
+    st = attn_toy_explain_json(NULL, 0, NULL, sentence, NULL, &err);
+    check(st == ATTN_ERR_NULL && !strcmp(err.message, "length is NULL"), "toy_explain_json_null_length_named",
+          "status %d: %s", st, st ? err.message : "");
     attn_scaling_row row;
     memset(&row, 0, sizeof row);
     st = attn_scaling_json((char *)&row, sizeof row, &len, &row, 0, &err);

@@ -171,7 +171,7 @@ def main():
         report(f"six_tokens_softmax_4_16_12_{label}", w is not None and
                np.array_equal(np.round(w[0], 3), want), f"{r.stderr} {w}")
 
-    # `attn demo` (the `make run` job) shows the same numbers.
+    # `attn demo` shows the same numbers.
     r = attn("demo")
     report("demo_runs", r.returncode == 0 and "[0.4419, 0.6515, 0.5683]" in r.stdout
            and "0.9088" in r.stdout, r.stderr)

@@ -225,6 +225,16 @@ r = subprocess.run(["/usr/bin/python3", "-c", PRELUDE_PKG + example], capture_ou
                    timeout=600)
 report("package_docstring_example", r.returncode == 0, f"exit {r.returncode}: {r.stderr.strip()[-400:]}")
 
+# docs/explainer.md's prose on `attn scaling`'s gradient column: the medians
+# it names are the transcript's d = 1024 row, to the digits given ("less
+# than 3e-4" was said of a median of 3.11e-04).
+explainer_text = open(os.path.join(ROOT, "docs", "explainer.md"), encoding="utf-8").read()
+said = re.search(r"at d = 1024 the median raw query passes back (\S+), against (\S+) after scaling", explainer_text)
+row = re.search(r"^\s*1024 \|\s+\S+\s+\S+ \|\s+(\S+)\s+(\S+)$", explainer_text[explainer_text.index("$ attn scaling\n"):], re.M)
+report("explainer_md_scaling_median_gradient_as_printed", said is not None and row is not None and
+       float("%.1e" % float(row[1])) == float(said[1]) and "%.2f" % float(row[2]) == said[2],
+       f"prose {said and said.groups()}, transcript {row and row.groups()}")
+
 # docs/explainer.md's transcripts: `$ command` and what it prints.
 for line, text in blocks("docs/explainer.md", ""):
     if not text.startswith("$ "):

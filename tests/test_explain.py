@@ -109,6 +109,13 @@ def test_train():
     r = run("train", "my big dog chased a small red ball")
     report("train_other_sentence_chased_to_dog", r.returncode == 0 and
            re.search(r"^chased attends most to dog \(0\.9\d\) in the learned head", r.stdout, re.M), r.stdout)
+    # The heading quotes the sentence as the head read it: typed, its control
+    # bytes (ESC, BEL; the tokenizer drops them as it drops punctuation), tab
+    # and line break went to the terminal as they were.
+    r = run("train", "--steps", "1", "The\tCAT,\x1b[\x07\x01\nsat!")
+    report("train_heading_quotes_the_words_read", r.returncode == 0 and
+           'attention weights on "the cat sat" (causal)' in flat(r.stdout) and
+           not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", r.stdout), repr(r.stdout[:600]) + r.stderr)
     # A repeated word: each verdict names positions as the table labels them
     # (ran₁, cat₁), not the bare word, which said "ran attends most to cat"
     # twice; and words tied for the most weight are all named (a repeated word
@@ -580,8 +587,40 @@ def test_scaling():
                "score (x axis)" in texts and rects > 8 * 40, f"{rects} rects; {texts[:120]}")
     except (ET.ParseError, FileNotFoundError) as e:
         report("scaling_svg", False, str(e))
+    # One score of d = 65536 (spread 256) lies outside the raw axis, -96 to 96,
+    # for this seed: the raw panel is empty (its 48 bars of height 0), and its
+    # bars were 0 / 0, written y='-nan' height='-nan'. Every number of the
+    # figure is one.
+    r = run("scaling", "--dims", "65536", "--queries", "1", "--keys", "1", "--seed", "0", "--svg", svg, "--no-train")
+    try:
+        root = ET.parse(svg).getroot()
+        rects = list(root.iter("{http://www.w3.org/2000/svg}rect"))
+        numbers = [v for e in root.iter() for k, v in e.attrib.items() if k in ("x", "y", "width", "height")]
+        bad = [v for v in numbers if v != "100%" and not math.isfinite(float(v))]
+        raw_bars = [e.get("height") for e in rects if e.get("fill") == "#d62728" and e.get("y") != "36"]
+        report("scaling_svg_empty_panel_has_no_nan", r.returncode == 0 and not bad and len(raw_bars) == 48 and
+               all(float(h) == 0 for h in raw_bars), f"{len(bad)} of {len(numbers)} not finite: {bad[:4]}; "
+               f"raw bars {raw_bars[:4]}")
+    except (ET.ParseError, FileNotFoundError, ValueError) as e:
+        report("scaling_svg_empty_panel_has_no_nan", False, str(e))
     same = run("scaling", "--json", "--queries", "50", "--no-train").stdout == run("scaling", "--json", "--queries", "50", "--no-train").stdout
     report("scaling_deterministic", same, "two runs differ")
+
+
+def test_scaling_few_queries_memory():
+    """attn_scaling_measure holds the keys of 16 queries at a time, and held
+    room for 16 also when asked for fewer: one query of d = 65536 against 64
+    keys (32 MiB of keys) took 512 MiB and failed under a 256 MiB limit."""
+    with open(ATTN, "rb") as f:
+        if b"__asan_init" in f.read():
+            print("skip scaling_few_queries_memory: an ASan build cannot run under an address-space limit")
+            return
+    r = subprocess.run([ATTN, "scaling", "--dims", "65536", "--queries", "1", "--keys", "64", "--no-train", "--json"],
+                       capture_output=True, text=True, cwd=TMP, env=dict(os.environ, ATTN_NUM_THREADS="1"),
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (256 << 20,) * 2))
+    row = json.loads(r.stdout)["rows"][0] if r.returncode == 0 else {}
+    report("scaling_few_queries_memory", row.get("queries") == 1 and row.get("keys") == 64 and
+           row.get("spread_raw", 0) > 0, r.stderr)
 
 
 def test_learner_text():
@@ -1641,6 +1680,7 @@ def main():
     test_additive()
     test_kernel()
     test_scaling()
+    test_scaling_few_queries_memory()
     test_json_keys_documented()
     test_errors()
     return 1 if failed else 0

@@ -97,11 +97,14 @@ attn_status attn_scaling_measure(attn_scaling_row *out, int d, int queries, int 
     memset(row, 0, sizeof *row);
     row->d = d, row->queries = queries, row->keys = keys;
 
-    size_t kn = (size_t)CHUNK * keys;
-    double *qb = malloc(sizeof(double) * CHUNK * (size_t)d);
+    /* Room for the queries of one call, no more than there are: one query
+     * of a large d holds its own keys only. */
+    int chunk = queries < CHUNK ? queries : CHUNK;
+    size_t kn = (size_t)chunk * keys;
+    double *qb = malloc(sizeof(double) * (size_t)chunk * (size_t)d);
     double *kb = malloc(sizeof(double) * kn * (size_t)d);
     double *scores = malloc(sizeof(double) * kn), *w = malloc(sizeof(double) * kn);
-    double *zeros = calloc(kn, sizeof(double)), *ones = malloc(sizeof(double) * CHUNK);
+    double *zeros = calloc(kn, sizeof(double)), *ones = malloc(sizeof(double) * (size_t)chunk);
     double *grad_raw = malloc(sizeof(double) * (size_t)queries);
     double *grad_scaled = malloc(sizeof(double) * (size_t)queries);
     attn_status st = ATTN_OK;
@@ -109,13 +112,13 @@ attn_status attn_scaling_measure(attn_scaling_row *out, int d, int queries, int 
         st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the experiment's buffers");
         goto done;
     }
-    for (int i = 0; i < CHUNK; i++) ones[i] = 1.0;
+    for (int i = 0; i < chunk; i++) ones[i] = 1.0;
 
     attn_rng rng = attn_rng_seeded(seed);
     double sum = 0, sum2 = 0, inv_sqrt_d = 1.0 / sqrt((double)d);
     double scales[3] = {1.0, inv_sqrt_d, 1.0 / d}, top[3] = {0, 0, 0};
     for (int q0 = 0; q0 < queries; q0 += CHUNK) {
-        int c = queries - q0 < CHUNK ? queries - q0 : CHUNK;
+        int c = queries - q0 < chunk ? queries - q0 : chunk;
         /* Query i, then its own keys: the stream does not depend on CHUNK. */
         for (int i = 0; i < c; i++) {
             for (int e = 0; e < d; e++) qb[(size_t)i * d + e] = attn_rng_normal(&rng);

@@ -44,7 +44,10 @@ static void value_names(const char **values, const char **head_name, attn_toy_he
 attn_status attn_toy_explain_json(char *buf, size_t size, size_t *length, const char *sentence,
                                   const attn_toy_explain_options *options, attn_error *err) {
     attn_toy_explain_options o = attn_toy_explain_options_default();
-    if (!length || !sentence) return attn_fail(err, ATTN_ERR_NULL, "length or sentence is NULL");
+    /* buf may be NULL only with size 0 (to learn the length): checked here,
+     * before the work, and named as this call's argument. */
+    if (!length || !sentence || (size && !buf))
+        return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", !length ? "length" : !sentence ? "sentence" : "buf (size > 0)");
     const teach_array arrays[3] = {{buf, teach_count(size), 1, "buf"}, {length, 1, (int64_t)sizeof *length, "length"},
                                    {sentence, (int64_t)strlen(sentence) + 1, 1, "sentence"}};
     attn_status st = teach_check_disjoint(arrays, 2, 3, err);
