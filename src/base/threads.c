@@ -120,10 +120,29 @@ static void stop_workers(pool *p) {
     p->stop = false;
 }
 
+/* The pool's locks are never held across a cancellation point: a thread
+ * cancelled (pthread_cancel) while it waits for the workers of its job
+ * (pthread_cond_wait) or joins them (pthread_join) would end holding
+ * job_lock and the pool's lock. Every later call would then run on one
+ * thread, the workers block for good, and fork() and exit (attn_shutdown)
+ * wait forever; its workers would also still be writing the outputs of a
+ * call whose caller is gone. So these waits run with cancellation
+ * disabled, and a cancel request takes effect at the caller's next
+ * cancellation point after the library returns. */
+static int cancel_off(void) {
+    int was = PTHREAD_CANCEL_ENABLE;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &was);
+    return was;
+}
+
+static void cancel_restore(int was) { pthread_setcancelstate(was, NULL); }
+
 void attn_shutdown(void) {
+    int cancel = cancel_off();
     pthread_mutex_lock(&job_lock);
     stop_workers(&the_pool);
     pthread_mutex_unlock(&job_lock);
+    cancel_restore(cancel);
 }
 
 /* fork() copies only the thread that calls it. Before it, take both locks,
@@ -252,6 +271,7 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
         for (int64_t i = 0; i < n_items; i++) fn(ctx, i, 0);
         return n_items > 0;
     }
+    int cancel = cancel_off(); /* until both locks are let go */
     pthread_mutex_lock(&p->lock);
     bool ok = grow(p, n_workers - 1);
     int helpers = ok ? n_workers - 1 : p->n_threads;
@@ -281,6 +301,7 @@ int attn_parallel_for(int n_workers, int64_t n_items, attn_task_fn fn, void *ctx
     int ran = atomic_load(&p->ran);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&job_lock);
+    cancel_restore(cancel);
     return ran;
 }
 #endif
