@@ -6,8 +6,8 @@
  * quantized per channel, a paged pool; attn_mha_cached's steps), while
  * another thread changes the process-wide thread count; then a call from
  * inside a pool job, a fork while the callers run, a caller cancelled
- * (pthread_cancel) inside a threaded call, and the threads a plan's first
- * run starts. Every result must be bitwise the one thread's
+ * (pthread_cancel) inside a threaded call, the workers a small job on a
+ * wide pool wakes, and the threads a plan's first run starts. Every result must be bitwise the one thread's
  * result: each entry point first on 1, 2 and 3 threads, then
  * concurrently. Built under
  * ThreadSanitizer too (build/tsan/test_threads), which reports any race on
@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -607,6 +608,43 @@ static void test_cancelled_caller(void) {
               : "the child did not exit normally");
 }
 
+/* ---- a small job on a wide pool wakes only its own workers ---------------
+ * After a call on 64 threads the pool keeps 63 workers. A later call on 2
+ * must wake one of them, not all 63 (each would take the pool's lock and
+ * spin before it slept again, the cost of that call several times over on
+ * a machine with few cores). Counted as the process's voluntary context
+ * switches (every thread's, getrusage) over jobs spaced out so that every
+ * worker sleeps between them: about 2 a job (the caller's sleep, its
+ * helper's), where a wake-up of every worker gives 60 more. */
+
+static void no_op_item(void *ctx, int64_t item, int worker) { (void)ctx, (void)item, (void)worker; }
+
+static long voluntary_switches(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nvcsw : -1;
+}
+
+static void test_small_job_wakes_its_workers(void) {
+    static const char *const NAME = "small_job_on_a_wide_pool_wakes_only_its_workers";
+    enum { JOBS = 40 };
+    attn_shutdown();
+    attn_parallel_for(64, 64, no_op_item, NULL); /* 63 workers */
+    sleep_ms(50);
+    long before = voluntary_switches();
+    for (int i = 0; i < JOBS; i++) {
+        attn_parallel_for(2, 2, no_op_item, NULL);
+        sleep_ms(5); /* past the workers' spin: they sleep */
+    }
+    long switches = voluntary_switches() - before;
+    attn_shutdown();
+    if (before < 0 || switches < JOBS) {
+        skip(NAME, "getrusage counts no voluntary context switches here");
+        return;
+    }
+    check(switches < 8 * JOBS, NAME, "%ld voluntary context switches over %d jobs on 2 of 64 threads (%.1f a job)",
+          switches, JOBS, (double)switches / JOBS);
+}
+
 /* ---- a plan's runs start no thread ---------------------------------------
  * attn_sdpa_run allocates nothing (attn.h); a worker's start would be an
  * allocation (its stack), so the plan's workers must be running when the
@@ -715,6 +753,7 @@ int main(void) {
     test_nested_call();
     test_fork_while_calling();
     test_cancelled_caller();
+    test_small_job_wakes_its_workers();
     test_plan_runs_start_no_thread();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
