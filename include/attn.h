@@ -2845,7 +2845,13 @@ ATTN_API int attn_get_num_threads(void);
  * this start a new pool. Must not run concurrently with attention calls.
  * fork() is safe at any time (Python's multiprocessing, DataLoader workers):
  * it waits for a threaded call in progress in another thread to finish, and
- * the child starts a pool of its own at its first threaded call. */
+ * the child starts a pool of its own at its first threaded call.
+ * pthread_cancel of a thread inside a threaded call (or attn_shutdown)
+ * takes effect after the call's work is done and the pool let go, at the
+ * thread's next cancellation point: the pool holds no waits that a
+ * cancellation could cut short, so it stays usable (in 0.4.0 and before,
+ * such a cancel left the pool held: every later call ran on one thread,
+ * and fork() and exit waited forever). */
 ATTN_API void attn_shutdown(void);
 
 /* The instruction set of the f32 microkernels in use: "avx512", "avx2" or

@@ -5,8 +5,9 @@
  * forward and backward; a plan; a quantized KV cache, a cache of keys
  * quantized per channel, a paged pool; attn_mha_cached's steps), while
  * another thread changes the process-wide thread count; then a call from
- * inside a pool job, a fork while the callers run, and the threads a
- * plan's first run starts. Every result must be bitwise the one thread's
+ * inside a pool job, a fork while the callers run, a caller cancelled
+ * (pthread_cancel) inside a threaded call, the workers a small job on a
+ * wide pool wakes, and the threads a plan's first run starts. Every result must be bitwise the one thread's
  * result: each entry point first on 1, 2 and 3 threads, then
  * concurrently. Built under
  * ThreadSanitizer too (build/tsan/test_threads), which reports any race on
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -502,6 +504,147 @@ static void test_fork_while_calling(void) {
           *why ? why : made < 2 ? "no thread" : bad >= 0 ? c[bad].why : "");
 }
 
+/* ---- a caller cancelled while it waits for its workers -------------------
+ * pthread_cancel of a thread inside a threaded call: the call's wait for
+ * the workers still on its items (pthread_cond_wait) is a cancellation
+ * point, and a caller cancelled there ended holding the pool's locks: every
+ * later call ran on one thread, and fork() and exit waited forever. The
+ * cancel must take effect only once the call has returned, its items all
+ * run. Deterministic: the worker's item holds the job open until the
+ * cancel has been sent, so the caller is (or will be) waiting in the call
+ * when it arrives. In a child (with an alarm), as a failure leaves the
+ * pool unusable. */
+
+typedef struct held_job {
+    atomic_int worker_started; /* a worker (not the caller) is running an item */
+    atomic_int release;        /* the worker's item may return */
+    atomic_int items_done;
+    atomic_int ended_released; /* the caller's thread ended after the release */
+} held_job;
+
+static void sleep_ms(int ms) { nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000 * 1000}, NULL); }
+
+/* A worker's item waits for the release; the caller's item waits (up to
+ * 5 s) for a worker to take the other item. */
+static void held_item(void *ctx, int64_t item, int worker) {
+    held_job *h = ctx;
+    (void)item;
+    if (worker != 0) {
+        atomic_store(&h->worker_started, 1);
+        while (!atomic_load(&h->release)) sleep_ms(1);
+    } else {
+        for (int ms = 0; ms < 5000 && !atomic_load(&h->worker_started); ms++) sleep_ms(1);
+    }
+    atomic_fetch_add(&h->items_done, 1);
+}
+
+/* Run as the thread's cancellation ends it: was the job released by then? */
+static void held_caller_ends(void *arg) {
+    held_job *h = arg;
+    atomic_store(&h->ended_released, atomic_load(&h->release));
+}
+
+static void *held_caller(void *arg) {
+    held_job *h = arg;
+    pthread_cleanup_push(held_caller_ends, h);
+    attn_parallel_for(2, 2, held_item, h);
+    pthread_testcancel(); /* the cancel sent during the call ends the thread here */
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+enum { CANCEL_OK, CANCEL_NO_WORKER, CANCEL_NOT_DEFERRED, CANCEL_POOL_LOST, CANCEL_FORK_FAILED };
+
+static int cancel_child(void) {
+    alarm(60);
+    held_job h = {0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, held_caller, &h)) return CANCEL_NO_WORKER;
+    for (int ms = 0; ms < 5000 && !atomic_load(&h.worker_started); ms++) sleep_ms(1);
+    if (!atomic_load(&h.worker_started)) return CANCEL_NO_WORKER;
+    pthread_cancel(t);
+    sleep_ms(20); /* time to act on it, were it not deferred */
+    atomic_store(&h.release, 1);
+    void *result = NULL;
+    pthread_join(t, &result);
+    if (result != PTHREAD_CANCELED || !atomic_load(&h.ended_released) || atomic_load(&h.items_done) != 2)
+        return CANCEL_NOT_DEFERRED;
+    /* The pool still serves a call on two threads ... */
+    held_job again = {0};
+    atomic_store(&again.release, 1);
+    attn_parallel_for(2, 2, held_item, &again);
+    if (!atomic_load(&again.worker_started)) return CANCEL_POOL_LOST;
+    /* ... a fork, whose handlers take the pool's locks, goes through, and
+     * so does attn_shutdown (the exit's). */
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return CANCEL_FORK_FAILED;
+    attn_shutdown();
+    return CANCEL_OK;
+}
+
+static void test_cancelled_caller(void) {
+    static const char *const NAME = "caller_cancelled_in_a_threaded_call_keeps_the_pool";
+    if (!child_can_start_threads()) {
+        skip(NAME, "this ThreadSanitizer runtime cannot start threads in a child");
+        return;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(cancel_child());
+    int status = 0;
+    pid_t got = 0;
+    for (int ms = 0; ms < 90000 && pid > 0 && (got = waitpid(pid, &status, WNOHANG)) == 0; ms += 10) sleep_ms(10);
+    if (pid > 0 && got == 0) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+    int code = got == pid && pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    check(code == CANCEL_OK, NAME, "%s",
+          code == CANCEL_NO_WORKER      ? "no worker took an item in 5 s (the check could not run)"
+          : code == CANCEL_NOT_DEFERRED ? "the cancel ended the caller inside the call, before its items were done"
+          : code == CANCEL_POOL_LOST    ? "after the cancel a call ran on one thread: the pool's locks were left held"
+          : code == CANCEL_FORK_FAILED  ? "fork after the cancel failed"
+          : got == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
+              ? "the child hung (fork or attn_shutdown waited on the pool's locks)"
+              : "the child did not exit normally");
+}
+
+/* ---- a small job on a wide pool wakes only its own workers ---------------
+ * After a call on 64 threads the pool keeps 63 workers. A later call on 2
+ * must wake one of them, not all 63 (each would take the pool's lock and
+ * spin before it slept again, the cost of that call several times over on
+ * a machine with few cores). Counted as the process's voluntary context
+ * switches (every thread's, getrusage) over jobs spaced out so that every
+ * worker sleeps between them: about 2 a job (the caller's sleep, its
+ * helper's), where a wake-up of every worker gives 60 more. */
+
+static void no_op_item(void *ctx, int64_t item, int worker) { (void)ctx, (void)item, (void)worker; }
+
+static long voluntary_switches(void) {
+    struct rusage u;
+    return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nvcsw : -1;
+}
+
+static void test_small_job_wakes_its_workers(void) {
+    static const char *const NAME = "small_job_on_a_wide_pool_wakes_only_its_workers";
+    enum { JOBS = 40 };
+    attn_shutdown();
+    attn_parallel_for(64, 64, no_op_item, NULL); /* 63 workers */
+    sleep_ms(50);
+    long before = voluntary_switches();
+    for (int i = 0; i < JOBS; i++) {
+        attn_parallel_for(2, 2, no_op_item, NULL);
+        sleep_ms(5); /* past the workers' spin: they sleep */
+    }
+    long switches = voluntary_switches() - before;
+    attn_shutdown();
+    if (before < 0 || switches < JOBS) {
+        skip(NAME, "getrusage counts no voluntary context switches here");
+        return;
+    }
+    check(switches < 8 * JOBS, NAME, "%ld voluntary context switches over %d jobs on 2 of 64 threads (%.1f a job)",
+          switches, JOBS, (double)switches / JOBS);
+}
+
 /* ---- a plan's runs start no thread ---------------------------------------
  * attn_sdpa_run allocates nothing (attn.h); a worker's start would be an
  * allocation (its stack), so the plan's workers must be running when the
@@ -609,6 +752,8 @@ int main(void) {
     test_concurrent_callers();
     test_nested_call();
     test_fork_while_calling();
+    test_cancelled_caller();
+    test_small_job_wakes_its_workers();
     test_plan_runs_start_no_thread();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
