@@ -706,8 +706,10 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
 int cmd_sdpa(int argc, char **argv) {
     input in[N_INPUTS] = {{"-q", NULL, {0}}, {"-k", NULL, {0}}, {"-v", NULL, {0}}, {"-m", NULL, {0}},
                           {"--grad-out", NULL, {0}}, {"--alibi-slopes", NULL, {0}}, {"--sinks", NULL, {0}}};
-    cli_output outs[N_OUTS];
-    memset(outs, 0, sizeof outs);
+    /* The outputs' paths (8 KiB each) on the heap: on the stack they took
+     * most of a small thread stack (ulimit -s 128) before attention ran. */
+    cli_output *outs = calloc(N_OUTS, sizeof *outs);
+    if (!outs) return cli_error(EXIT_DATA, "out of memory");
     cu_path[0] = cu_path[1] = NULL;
     kv_scale[0] = kv_scale[1] = 0;
     kv_hadamard = false;
@@ -717,9 +719,11 @@ int cmd_sdpa(int argc, char **argv) {
     bool alibi = false, has_rope = false;
     attn_rope_options rope = attn_rope_options_default();
     int code = parse_args(argc, argv, in, outs, &opts, &kv_store, &alibi, &rope, &has_rope);
-    if (code || cli_stop == CLI_STOP_AFTER_PARSE) return code < 0 ? 0 : code;
-    if (has_rope) opts.rope = &rope;
-    code = run(in, outs, &opts, kv_store, alibi);
+    if (!code && cli_stop != CLI_STOP_AFTER_PARSE) {
+        if (has_rope) opts.rope = &rope;
+        code = run(in, outs, &opts, kv_store, alibi);
+    }
     for (int i = 0; i < N_INPUTS; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
-    return code;
+    free(outs);
+    return code < 0 ? 0 : code;
 }
