@@ -142,8 +142,33 @@ def bench_script_help():
     report("bench_quant_accuracy_help_exits_at_once", not why and seconds < 10, why or f"{seconds:.1f} s")
 
 
+def small_stack(rng):
+    """attn sdpa within a 128 KiB stack (ulimit -s 128, which the threads
+    the library starts get too), decoding (L <= 8) and flash, on one thread
+    and two: the outputs' paths took 80 KiB of the command's stack and it
+    crashed. Not under ASan, whose frames are larger by design."""
+    if "asan" in BUILD:
+        print("skip sdpa_runs_in_a_128_KiB_stack: ASan's frames are larger by design", flush=True)
+        return
+    import resource
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_STACK, (128 << 10, 128 << 10))
+    problems = []
+    for L in (3, 64):
+        pq, pk, pv = (save("st_%s.npy" % n, rng.standard_normal(sh).astype(np.float32))
+                      for n, sh in (("q", (2, L, 64)), ("k", (2, 300, 64)), ("v", (2, 300, 64))))
+        for threads in ("1", "2"):
+            r = subprocess.run([ATTN, "sdpa", "-q", pq, "-k", pk, "-v", pv, "-o", "st_out.npy"], capture_output=True,
+                               text=True, cwd=TMP, preexec_fn=limited, env=dict(os.environ, ATTN_NUM_THREADS=threads))
+            if r.returncode != 0:
+                problems.append("L %d, %s thread(s): exit %d %s" % (L, threads, r.returncode, r.stderr.strip()))
+    report("sdpa_runs_in_a_128_KiB_stack", not problems, "; ".join(problems))
+
+
 def main():
     rng = np.random.default_rng(7)
+    small_stack(rng)
     help_width()
     error_lines_one_line()
     verbose_env()
