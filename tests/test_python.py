@@ -1345,13 +1345,20 @@ for mdt, which in mask_cases:
 # library reads): forward and backward. The backward gave float16 gradient
 # arrays, which the library refuses (ShapeError); each comes back float16
 # now, within one float16 rounding of float64 autograd on the same values.
-ref16 = torch.nn.MultiheadAttention(16, 4, dtype=D)
-mine16 = at.MultiheadAttention(16, 4)
-mine16.load_state_dict({n: t.float() for n, t in ref16.state_dict().items()})
-mine16.half()
-with torch.no_grad():
-    for t in ref16.parameters():
-        t.copy_(t.half().double())  # the float16 values the module holds
+def modules_holding(dtype):
+    """torch's float64 module and ours with the same weights, ours cast to
+    dtype and torch's holding the values ours then holds."""
+    ref = torch.nn.MultiheadAttention(16, 4, dtype=D)
+    mine = at.MultiheadAttention(16, 4)
+    mine.load_state_dict({n: t.float() for n, t in ref.state_dict().items()})
+    mine.to(dtype)
+    with torch.no_grad():
+        for t in ref.parameters():
+            t.copy_(t.to(dtype).double())
+    return ref, mine
+
+
+ref16, mine16 = modules_holding(torch.float16)
 x64 = torch.randn(5, 3, 16, dtype=D, requires_grad=True)
 x32 = x64.detach().float().requires_grad_()
 try:
@@ -1374,13 +1381,7 @@ check("mha_float16_parameters_float32_inputs_backward", not why, why)
 # of the two products a value goes through, and each gradient is rounded to
 # bf16 once more: within 2^-6 of float64 autograd on the same bf16 values,
 # relative to the largest, and the gradients bfloat16.
-refb = torch.nn.MultiheadAttention(16, 4, dtype=D)
-mineb = at.MultiheadAttention(16, 4)
-mineb.load_state_dict({n: t.float() for n, t in refb.state_dict().items()})
-mineb.bfloat16()
-with torch.no_grad():
-    for t in refb.parameters():
-        t.copy_(t.bfloat16().double())  # the bfloat16 values the module holds
+refb, mineb = modules_holding(torch.bfloat16)
 x32 = x64.detach().float().requires_grad_()
 x64.grad = None
 try:
