@@ -1166,7 +1166,8 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     kernel), never from the thread count; results of different kernels
  *     or splits may differ in the last bits, each within the bound below.
  *     Their error against the exact result is
- *       max|out - exact| <= 2e-5 · max|P·|v|| + 2 · (E + 6) · 2^-24 · s_abs · max|v|
+ *       max|out - exact| <= (2e-5 + 2·S·2^-24) · max|P·|v||
+ *                               + 2 · (E + 6) · 2^-24 · s_abs · max|v|
  *     where s_abs is the largest scale · Σ_e |q_e| |k_e| of a row and key
  *     (at least max|s|, s the scores q·k·scale; equal to it where the
  *     products q_e·k_e have one sign) and P·|v| the exact attention on |v| (each row's weighted
@@ -1181,21 +1182,29 @@ ATTN_API attn_status attn_alibi_slopes(double *slopes, int64_t heads, attn_error
  *     max|v| (tests/oracle.py); keys nearly orthogonal to queries of size
  *     30 (E = 128, s_abs 8e4, max|s| about 1) gave errors of 3e-4, past that
  *     but far inside the bound. The first
- *     term covers the rounding of the sums (tested up to S = 32768); each
- *     rounding is relative to a partial sum of p_j·v_j, bounded by the sum
- *     of p_j·|v_j|, not by the result: values that cancel (out small beside
- *     the |v| it averages) are off by 2e-5 of that mean, not of out.
+ *     term covers the rounding of the sums: the kernels add P·V and the
+ *     row's sum of weights one key at a time in f32, each addition off by
+ *     up to 2^-24 of a partial sum of p_j·|v_j| (or of p_j), so the two
+ *     sums by up to S·2^-24 of their magnitudes each, 2·S·2^-24 of
+ *     max|P·|v|| in out; 2e-5 covers 2^x and the weights' own rounding.
+ *     On random data the roundings cancel and the sums stay within 2e-5
+ *     (tested up to S = 32768), but they need not: a first value of 1
+ *     followed by values of 0.49 ulp(1) under equal weights loses every
+ *     later one, S·2^-24 of max|P·|v|| (1e-3 at S = 16384; tests/oracle.py).
+ *     Each rounding is relative to a partial sum of p_j·|v_j|, not to the
+ *     result: values that cancel (out small beside the |v| it averages)
+ *     are off by that much of that mean, not of out.
  *     PyTorch's own float32 rounds its dot products the same way.
  *   - In the bf16 compute mode (ATTN_COMPUTE_BF16) q, k, the weights and v
  *     are each rounded to bf16 once, u = 2^-8 (8 significant bits), so
- *       max|out - exact| <= ((1 + 2u + 2e-5) · e^(2y) - 1) · max|v|,
+ *       max|out - exact| <= ((1 + 2u + 2e-5 + 2·S·2^-24) · e^(2y) - 1) · max|v|,
  *       y = 2.2 · u · s_abs + 1.1e-4,
  *     s_abs as above: rounding q and k moves each score by up to 2u·s_abs,
  *     f32's sums 0.2u·s_abs more (E <= 4096), and the mode's 2^x moves each
  *     weight and the row's sum by up to 1.02e-4 relative (1.1e-4 with f32's
  *     rounding), so each normalised weight moves by a factor within
  *     e^(±2y); rounding the weights and v adds 2u of each product, and the
- *     sums 2e-5 (tests/oracle_plans.py). lse is off by up to y more than
+ *     sums 2e-5 + 2·S·2^-24 as in f32 mode (tests/oracle_plans.py). lse is off by up to y more than
  *     in f32 mode.
  *   - Any finite mask value is a finite score, -FLT_MAX included (Hugging
  *     Face pads with torch.finfo(torch.float32).min): scores stay in natural
@@ -1342,8 +1351,13 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     within the bound below; mask a padded row with -inf to give it none.
  *     A piece holding every key, key_start 0 and total_keys S, is the whole
  *     row and is recomputed as without pieces.)
- *     Its error against exact gradients is at most (2e-5 + e^x - 1)·max
- *     g_abs, x = 2·(E + 5)·2^-24·s_abs, where s_abs is the largest
+ *     Its error against exact gradients is at most (2e-5 + 2·n·2^-24 +
+ *     e^x - 1)·max g_abs, n = max(L, S, Ev) the longest f32 sum (dq sums
+ *     over the keys, dk and dv over the queries, dP and D over Ev; each
+ *     addition rounds by up to 2^-24 of a partial sum of the terms g_abs
+ *     holds, and on random data the roundings cancel to within 2e-5, but
+ *     a dout of 1 in the first row and 0.49 ulp(1) in the others loses
+ *     every later row of dv, L·2^-24 of it), x = 2·(E + 5)·2^-24·s_abs, where s_abs is the largest
  *     scale·Σ_e |q_e||k_e| + |b| of a row and key, b its finite mask value
  *     or bias (at least max|s|, s the scores; as in attn_sdpa's bound), and
  *     g_abs is the gradient computed with the absolute value of every term
@@ -1368,7 +1382,7 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  *     kernel, so that unless a large mask value or ALiBi bias enters s_abs
  *     (ALiBi's far keys carry weights near 0, where the bound is loose),
  *     s_abs <= 2^18; where s_abs <= 2^20/(E + 5), x <= 1/8 and the bound
- *     is linear: (2e-5 + 2.14·(E + 5)·2^-24·s_abs)·max g_abs. So does a
+ *     is linear: (2e-5 + 2·n·2^-24 + 2.14·(E + 5)·2^-24·s_abs)·max g_abs. So does a
  *     slice whose inputs are not finite, whose gradients could overflow
  *     f32, or whose float mask holds NaN or +inf. A large mask value counts
  *     in s_abs only where its rounding moves weights: not where q·k·scale is
@@ -1407,7 +1421,7 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * bf16), dmask f32. q, out and dout are widened into f32 copies (exactly),
  * the f32 backward runs on them, and each 16-bit gradient is its f32
  * result rounded once to nearest even: within u16·|exact| + (1 + u16)·((2e-5
- * + e^x - 1) + u16)·max g_abs of the exact gradient on the same 16-bit
+ * + 2·n·2^-24 + e^x - 1) + u16)·max g_abs of the exact gradient on the same 16-bit
  * inputs (the bound above; the last u16 for out's own rounding, which
  * moves rowsum(dout·out)). The copies, O((L + S)·(E + Ev)), come from the
  * workspace or malloc.

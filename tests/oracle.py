@@ -396,6 +396,7 @@ def main():
     f32_paths(run, rand, rng)
     accuracy_bound(run, rand, rng)
     cancelling_scores(run, rand, rng)
+    sums_rounding_one_way(run)
     bf16_rounding_one_way(run)
     counts = ", ".join(f"{k} {n}" for k, n in sorted(run.kernels.items()))
     print(f"# cases passed per kernel: {counts}")
@@ -564,6 +565,30 @@ def cancelling_scores(run, rand, rng):
             return None if err <= allowed else f"error {err:.3g} > bound {allowed:.3g} (s_abs {s_abs:.3g})"
         run.case(f"f32_bound_cancelling_L{L}_S{S}_E{E}", q, k, v, bound=bound,
                  lse_extra=(E + 6) * 2.0**-24 * s_abs)
+
+
+def sums_rounding_one_way(run):
+    """The documented f32 bound where every addition of the weighted sum
+    rounds the same way: equal scores, the first key's value 1 and every
+    other key's 0.49 of an f32 ulp of 1, so each p_j v_j added to a sum near
+    1 is lost. The flash kernel adds one key at a time into its f32 sum, and
+    out errs by about S 2^-24 of max|P |v|| (1e-3 at S = 16384), far past a
+    bound of 2e-5 that does not grow with S; the decode kernel's chunks err
+    by up to 1.5 times that 2e-5. attn.h's bound adds 2 S 2^-24 for the
+    sums of P V and of the weights:
+    max|out - exact| <= (2e-5 + 2 S 2^-24) max|P |v|| + 2 (E + 6) 2^-24 s_abs max|v|."""
+    f32 = np.float32
+    for L, S, E in ((4, 4096, 16), (64, 16384, 16)):
+        q = np.zeros((L, E), f32)  # every score 0: weights all 1, no rescaling
+        k = np.ones((S, E), f32)
+        v = np.full((S, 8), f32(0.49 * 2.0**-23), f32)
+        v[0] = 1.0
+        pv = float(np.abs(v.astype(np.float64)).mean(0).max())
+
+        def bound(err, ref, pv=pv, n=S):
+            allowed = (2e-5 + 2 * n * 2.0**-24) * pv
+            return None if err <= allowed else f"error {err:.3g} > bound {allowed:.3g} (n {n})"
+        run.case(f"f32_bound_sums_one_way_L{L}_S{S}", q, k, v, bound=bound)
 
 
 def bf16_rounding_one_way(run):
