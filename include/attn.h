@@ -1010,8 +1010,12 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * rounded once.
  * Numerics: from the out and lse of attn_sdpa's f32 arithmetic (not the
  * bf16 compute mode), each dsinks_h is within
- *   ((1 + 4.3e-5)·e^x - 1)·dsinks_abs_h + FLT_MIN,  x = (3E + 20)·2^-24·s_abs,
- * of the exact gradient (about (4.3e-5 + x)·dsinks_abs_h for small x), E
+ *   ((1 + c)·e^(x + t) - 1 + 2^-24)·dsinks_abs_h + FLT_MIN,
+ *   x = (3E + 20)·2^-24·s_abs,  c = 2e-5 + 2·S·2^-24,
+ *   t = 2e-5 + S·2^-24 + 2^-24·log(S + 1),
+ * of the exact gradient (about (4.3e-5 + 3·S·2^-24 + x)·dsinks_abs_h where
+ * x and S·2^-24 are small; the S terms are the f32 sums' one-way rounding,
+ * as in attn_sdpa's bound, and random data shows none of them), E
  * the forward's q·k length and s_abs as in attn_sdpa_backward's bound (the
  * largest scale·Σ_e |q_e||k_e| + |b| of a row and key) with |sink_h| one
  * more score of the head's rows, and
@@ -1021,17 +1025,17 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * own f64 sums add nearly nothing; the error is out's and lse's, and one
  * rounding (2^-24; FLT_MIN where a result below it is written as 0):
  * attn_sdpa's scores move each weight by a factor within e^(±d), d = (E +
- * 6)·2^-24·s_abs, so out moves by up to (2e-5 + e^(2d) - 1)·P|v| (2e-5 its
+ * 6)·2^-24·s_abs, so out moves by up to (c + e^(2d) - 1)·P|v| (c its
  * sums', as in attn_sdpa's bound) and D = rowsum(dout ∘ out) by that times
  * |dout|: relative to |dout| P|v|, not to |dout||out| (large values of
  * mixed signs that cancel to an out near 0 gave dsinks errors 2 to 370
  * times a bound with |out| there); the sink's weight e^(sink_h - lse) moves
- * by a factor within e^(±y), y = (E + 8)·2^-24·s_abs + 2e-5 + 2^-24·log(S +
- * 1), for lse's scores (d), its sum (2e-5), its rounding to f32
- * (2^-24·|lse|, |lse| <= s_abs + log(S + 1)) and the forward's rounding of
- * an f64 sink to f32 (2^-24·|sink_h|). Together e^y·(2e-5 + e^(2d)) - 1 +
- * 2^-24 <= (1 + 4.3e-5)·e^x - 1 for any S below 2^64. The errors are
- * random: on the tests' data they stay below 2% of the bound
+ * by a factor within e^(±y), y = (E + 8)·2^-24·s_abs + t, for lse's scores
+ * (d), its sum (2e-5 + S·2^-24), its rounding to f32 (2^-24·|lse|, |lse|
+ * <= s_abs + log(S + 1)) and the forward's rounding of an f64 sink to f32
+ * (2^-24·|sink_h|). Together e^y·(c + e^(2d)) - 1 + 2^-24 <= (1 + c)·e^(x
+ * + t) - 1 + 2^-24. The errors are random: on the tests' data they stay
+ * below 2% of the bound without its S terms
  * (tests/oracle_backward.py). With f64 out and lse (the exact kernel)
  * dsinks is within 1e-12·dsinks_abs_h where the scores' products do not
  * cancel. Errors:
