@@ -3447,6 +3447,116 @@ static void test_tuning(void) {
     check_status(attn_get_tuning(&t, &err), &err, ATTN_ERR_OPTION, "struct_size", "tuning_struct_too_large");
 }
 
+/* ---- the errors attn.h documents, for calls whose other tests pass good input --- */
+
+/* Each call below is given one bad argument that its comment in attn.h
+ * names, and must return that status. A negative dimension is a shape
+ * error wherever a tensor is taken (attn_tensor_init says so), never an
+ * element count that overflows. */
+static void test_documented_errors(void) {
+    attn_error err;
+    double buf[16], buf2[16];
+    int64_t s24[2] = {2, 4}, s23[2] = {2, 3}, s8[1] = {8};
+    attn_tensor x, y, v1, odd;
+    attn_tensor_init(&x, buf, ATTN_F64, 2, s24, NULL, NULL);
+    attn_tensor_init(&y, buf2, ATTN_F64, 2, s24, NULL, NULL);
+    attn_tensor_init(&v1, buf, ATTN_F64, 1, s8, NULL, NULL);
+    attn_tensor_init(&odd, buf, ATTN_F64, 2, s23, NULL, NULL);
+
+    /* attn_sinusoidal_positions: NULL, RANK (not 2), DTYPE, OPTION (offset < 0). */
+    check_status(attn_sinusoidal_positions(NULL, 0, &err), &err, ATTN_ERR_NULL, "NULL", "sinusoidal_null");
+    check_status(attn_sinusoidal_positions(&v1, 0, &err), &err, ATTN_ERR_RANK, "", "sinusoidal_rank_1");
+    attn_tensor xb = x;
+    xb.dtype = ATTN_BOOL;
+    check_status(attn_sinusoidal_positions(&xb, 0, &err), &err, ATTN_ERR_DTYPE, "", "sinusoidal_bool");
+    check_status(attn_sinusoidal_positions(&x, -1, &err), &err, ATTN_ERR_OPTION, "", "sinusoidal_negative_offset");
+
+    /* attn_hadamard: NULL, RANK, DTYPE, SHAPE (n not a power of two), STRIDE. */
+    check_status(attn_hadamard(NULL, &err), &err, ATTN_ERR_NULL, "NULL", "hadamard_null");
+    attn_tensor x0 = x;
+    x0.rank = 0;
+    check_status(attn_hadamard(&x0, &err), &err, ATTN_ERR_RANK, "", "hadamard_rank_0");
+    attn_tensor xh = x;
+    xh.dtype = ATTN_F16;
+    check_status(attn_hadamard(&xh, &err), &err, ATTN_ERR_DTYPE, "", "hadamard_f16");
+    check_status(attn_hadamard(&odd, &err), &err, ATTN_ERR_SHAPE, "power of two", "hadamard_n_3");
+    attn_tensor xs = x;
+    xs.strides[0] = 0;
+    check_status(attn_hadamard(&xs, &err), &err, ATTN_ERR_STRIDE, "", "hadamard_stride_0");
+
+    /* attn_get_tuning: NULL. */
+    check_status(attn_get_tuning(NULL, &err), &err, ATTN_ERR_NULL, "", "tuning_null");
+
+    /* attn_kv_cache_view: NULL, RANK (not 2, 3 or 4). */
+    attn_kv_cache_desc d = attn_kv_cache_desc_default();
+    d.capacity = 4, d.key_dim = 4, d.value_dim = 4;
+    size_t bytes = 0;
+    check_status(attn_kv_cache_bytes(&bytes, &d, &err), &err, ATTN_OK, "", "documented_errors_cache_bytes");
+    void *memory = malloc(bytes);
+    attn_kv_cache *cache = NULL;
+    if (memory && attn_kv_cache_init(&cache, memory, bytes, &d, &err) == ATTN_OK) {
+        attn_tensor ck, cv;
+        check_status(attn_kv_cache_view(&ck, &cv, NULL, 2, &err), &err, ATTN_ERR_NULL, "", "cache_view_null");
+        check_status(attn_kv_cache_view(&ck, &cv, cache, 1, &err), &err, ATTN_ERR_RANK, "", "cache_view_rank_1");
+        check_status(attn_kv_cache_view(&ck, &cv, cache, 5, &err), &err, ATTN_ERR_RANK, "", "cache_view_rank_5");
+        check_status(attn_kv_cache_truncate(NULL, 0, &err), &err, ATTN_ERR_NULL, "", "cache_truncate_null");
+    } else {
+        check(0, "documented_errors_cache_init", "%s", memory ? err.message : "malloc failed");
+    }
+    free(memory);
+
+    /* attn_npy_format_header: NULL (buf, length, shape of rank > 0), RANK. */
+    char header[ATTN_NPY_HEADER_MAX];
+    size_t length;
+    check_status(attn_npy_format_header(NULL, sizeof header, &length, ATTN_F32, 2, s24, &err), &err, ATTN_ERR_NULL,
+                 "", "npy_format_header_null_buf");
+    check_status(attn_npy_format_header(header, sizeof header, NULL, ATTN_F32, 2, s24, &err), &err, ATTN_ERR_NULL,
+                 "", "npy_format_header_null_length");
+    check_status(attn_npy_format_header(header, sizeof header, &length, ATTN_F32, 2, NULL, &err), &err,
+                 ATTN_ERR_NULL, "", "npy_format_header_null_shape");
+    check_status(attn_npy_format_header(header, sizeof header, &length, ATTN_F32, ATTN_MAX_RANK + 1, s24, &err),
+                 &err, ATTN_ERR_RANK, "", "npy_format_header_rank");
+
+    /* attn_npy_read_i64: attn_npy_read's IO, and NPY_UNSUPPORTED for a float
+     * file, leaving *values NULL and *count 0. */
+    int64_t *values = (int64_t *)header, count = 5;
+    check_status(attn_npy_read_i64(&values, &count, "/nonexistent/documented.npy", &err), &err, ATTN_ERR_IO, "",
+                 "npy_read_i64_missing");
+    check(!values && count == 0, "npy_read_i64_missing_clears", "values %p, count %lld", (void *)values,
+          (long long)count);
+    char path[] = "/tmp/attn_doc_errors_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        close(fd);
+        check_status(attn_npy_write(path, &v1, &err), &err, ATTN_OK, "", "documented_errors_npy_write");
+        values = (int64_t *)header, count = 5;
+        check_status(attn_npy_read_i64(&values, &count, path, &err), &err, ATTN_ERR_NPY_UNSUPPORTED, "",
+                     "npy_read_i64_float_file");
+        check(!values && count == 0, "npy_read_i64_float_file_clears", "values %p, count %lld", (void *)values,
+              (long long)count);
+        unlink(path);
+    }
+
+    /* A negative dimension: ATTN_ERR_SHAPE naming it, from every call that
+     * takes the tensor (these four once called it an overflow). */
+    attn_tensor neg = x, negout = y;
+    neg.shape[0] = -1, negout.shape[0] = -1;
+    check_status(attn_tensor_convert(&negout, &neg, &err), &err, ATTN_ERR_SHAPE, "negative", "convert_negative_dim");
+    check_status(attn_sinusoidal_positions(&neg, 0, &err), &err, ATTN_ERR_SHAPE, "negative",
+                 "sinusoidal_negative_dim");
+    attn_rope_options ro = attn_rope_options_default();
+    check_status(attn_rope(&negout, &neg, &ro, &err), &err, ATTN_ERR_SHAPE, "negative", "rope_negative_dim");
+    check_status(attn_rope_backward(&negout, &neg, &ro, &err), &err, ATTN_ERR_SHAPE, "negative",
+                 "rope_backward_negative_dim");
+    char npy[] = "/tmp/attn_doc_neg_XXXXXX";
+    fd = mkstemp(npy);
+    if (fd >= 0) {
+        close(fd);
+        check_status(attn_npy_write(npy, &neg, &err), &err, ATTN_ERR_SHAPE, "negative", "npy_write_negative_dim");
+        unlink(npy);
+    }
+}
+
 /* ---- measuring without buffers (attn.h, attn_sdpa_workspace_size) ---------- */
 
 /* t's layout without its buffer, as a measuring call may be given it. */
@@ -4059,6 +4169,7 @@ int main(void) {
     test_num_threads_env();
     test_basics();
     test_tuning();
+    test_documented_errors();
     test_additive();
     test_kernel_walk();
     test_rope_in_attention();

@@ -56,7 +56,8 @@ bool attn_add_i64(int64_t a, int64_t b, int64_t *out);
 attn_status attn_check_dims(int rank, const int64_t *shape, const char *name, attn_error *err);
 
 /* The largest element offset reachable in t, in absolute value, fits in int64
- * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise). */
+ * in elements and in bytes (ATTN_ERR_OVERFLOW naming `name` otherwise; a
+ * negative dimension is attn_check_dims's ATTN_ERR_SHAPE). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
 /* An output is written element by element: a dimension of size > 1 with

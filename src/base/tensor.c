@@ -172,6 +172,12 @@ attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error
         attn_status st = attn_quant_bytes(t, &b, name, err);
         return st ? st : attn_check_extent(&b, name, err);
     }
+    /* A negative dimension is a shape error, not an overflow, though the
+     * element count below would read it as one. */
+    if (t->rank >= 0 && t->rank <= ATTN_MAX_RANK) {
+        attn_status st = attn_check_dims(t->rank, t->shape, name, err);
+        if (st) return st;
+    }
     if (attn_tensor_numel(t) < 0)
         return attn_fail(err, ATTN_ERR_OVERFLOW, "%s: element count overflows", name);
     /* Every dimension counts, an empty tensor's too: nothing of it is read,
