@@ -265,8 +265,12 @@ defineKernelStep('konline', {
     mount('konline', [['fig-konline', 'konline', out.join('') + `<p class="check${checked ? ' ok' : ''}">${checked ? '✓' : '✗'} the last state is the softmax row of ${esc(t[r])} computed whole: ` +
       `O equals its output, e^(s − lse) its weights (largest difference ${sci(Math.max(d1, d2))})</p>`, null]]);
     document.getElementById('fig-konline').dataset.checked = checked ? '1' : '0';
-    document.getElementById('konline-story').textContent = `The row of ${t[r]} is shown: its largest score comes in block ${1 + Math.floor(k.scaled[r].indexOf(Math.max(...k.scaled[r])) / b)}, ` +
-      'so the state is rescaled when it arrives.';
+    // The largest score in block 1 (one block, or no row whose maximum comes
+    // later) means m never grows: no rescale to point at.
+    const topBlock = 1 + Math.floor(k.scaled[r].indexOf(Math.max(...k.scaled[r])) / b);
+    document.getElementById('konline-story').textContent = `The row of ${t[r]} is shown: its largest score comes in block ${topBlock}, ` +
+      (topBlock > 1 ? 'so the state is rescaled when it arrives.'
+        : `so m never grows after it and every rescale is 1${k.blocks > 1 ? ' (no row of this sentence has its largest score later)' : ''}.`);
     const units = [];
     for (let bk = 0; bk < k.blocks; bk++) {
       for (let j = bk * b; j < Math.min(n, bk * b + b); j++) units.push(['key', bk, j]);

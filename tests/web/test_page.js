@@ -798,6 +798,11 @@ async function kernelChecks(page) {
     await settled(page);
     const gradSum = await page.evaluate(() => { setFill(steps.kgrad, steps.kgrad.cells.length); return document.getElementById('sum-kgrad').textContent; });
     report(`kernel_gradient_sum_a_number_${s.replace(' ', '_')}`, gradSum.length > 0 && !/NaN|Infinity|undefined/.test(gradSum), gradSum);
+    // One block of keys (one word; two at block 2): m never grows, so the online softmax's story must not say the state is rescaled.
+    await scrollOnce(page, 'konline', 0.5);
+    await settled(page);
+    const story = await page.evaluate(() => document.getElementById('konline-story').textContent);
+    report(`kernel_online_story_one_block_${s.replace(' ', '_')}`, /block 1,/.test(story) && !/rescaled when/.test(story) && /every rescale is 1/.test(story), story);
   }
   report('kernel_fewer_words_than_parts', few.every((x, i) => !/\b1 (workers|ranks|steps|words)\b/.test(x) &&
     x.includes(`4 workers asked; the sentence has ${i ? '2 words' : '1 word'}`) && x.includes(`4 ranks asked; the sentence has ${i ? '2 words' : '1 word'}`)),
