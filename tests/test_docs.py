@@ -430,4 +430,33 @@ unknown = [p for p in sorted(paths) if subprocess.run(["make", "-n", "--no-print
                                                       capture_output=True, text=True).returncode != 0]
 report("docs_build_paths_are_make_targets", not unknown, f"no rule for {unknown}")
 
+# The explainer page's tiles step says how large this library's blocks are:
+# the forward's query rows as attn_get_tuning reports them, and its key block
+# on the caches the library assumes when CPUID describes none (a 1 MiB L2),
+# which is what a machine that reports "generic" runs; the Zen 3 figure is
+# the one attn.h's tuning comment gives.
+import ctypes
+
+
+class Tuning(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("core", ctypes.c_char_p), ("isa", ctypes.c_char_p),
+                ("blocks_for", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
+        "block_rows", "block_keys", "backward_block_rows", "backward_block_keys", "decode_chunk",
+        "gemm_rows", "gemm_depth", "gemm_cols")]
+
+
+lib = ctypes.CDLL(os.path.join(BUILD, "libattn.so"))
+tuning = Tuning(struct_size=ctypes.sizeof(Tuning))
+page = " ".join(open(os.path.join(ROOT, "web", "explainer.html"), encoding="utf-8").read().split())
+said = re.search(r"takes (\d+) queries at a time.*?(\d+) keys on a 1 MiB L2, (\d+) on a Zen 3's 512 KiB", page)
+header = " ".join(open(os.path.join(ROOT, "include", "attn.h"), encoding="utf-8").read().replace(" * ", " ").split())
+zen3 = re.search(r"\((\d+) keys on a Zen 3", header)
+ran = lib.attn_get_tuning(ctypes.byref(tuning), None) == 0
+report("page_tiles_state_the_library_blocks",
+       said is not None and ran and int(said[1]) == tuning.block_rows and
+       (tuning.blocks_for != b"generic" or int(said[2]) == tuning.block_keys) and
+       zen3 is not None and int(said[3]) == int(zen3[1]),
+       f"page says {said.groups() if said else 'no block sizes'}; attn_get_tuning: {tuning.block_rows} rows, "
+       f"{tuning.block_keys} keys ({tuning.blocks_for}); attn.h's Zen 3: {zen3[1] if zen3 else None}")
+
 sys.exit(1 if failed else 0)
