@@ -234,6 +234,17 @@ def main():
     nums = [float(t) for t in re.findall(r"-?\d+\.\d+(?:e[-+]\d+)?", r.stdout)]
     report("print_matches_file", r.returncode == 0 and r.stdout.startswith("[[[") and
            len(nums) == o32.size and np.allclose(nums, o32.ravel(), atol=1e-6), r.stdout)
+    # README: printed as NumPy prints the array with precision 6 (float32) or 8
+    # (float64) and floatmode 'fixed', digits, brackets and line breaks alike.
+    for label, x in (("f32", q32), ("f64", rng.standard_normal((3, 5))), ("f32_scientific", q32 * 1e5)):
+        px_ = save("print_%s.npy" % label, x)
+        r = attn("sdpa", "-q", px_, "-k", px_, "-v", px_, "-o", "print_out.npy")
+        shown = attn("sdpa", "-q", px_, "-k", px_, "-v", px_)
+        o = np.load(os.path.join(TMP, "print_out.npy"))
+        with np.printoptions(precision=6 if x.dtype == np.float32 else 8, floatmode="fixed", linewidth=75):
+            want = str(o) + "\n"
+        report("print_as_numpy_fixed_%s" % label, r.returncode == 0 and shown.stdout == want,
+               f"{shown.stdout!r} != {want!r}")
     big = rng.standard_normal((40, 50))
     pb = save("big.npy", big)
     r = attn("sdpa", "-q", pb, "-k", pb, "-v", pb)
