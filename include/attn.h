@@ -2394,7 +2394,8 @@ ATTN_VERSIONED_DEFAULT_(attn_kv_pages_desc)
  * rounded up, at most num_pages), 8 bytes per head with per-head scales,
  * each region 64-byte aligned, and 8 KiB more so that the key pages and
  * the value pages each start on a 4 KiB boundary of memory (where the
- * hardware prefetcher starts its streams). Errors: ATTN_ERR_NULL,
+ * hardware prefetcher starts its streams); the pool's own record, a few
+ * hundred bytes, and 64 to align its start come first. Errors: ATTN_ERR_NULL,
  * ATTN_ERR_OPTION (struct_size), ATTN_ERR_SHAPE (a size out of its range
  * above), ATTN_ERR_DTYPE (a scale on a dtype other than e4m3 and e5m2 too),
  * ATTN_ERR_SCALE (a scale not finite or not > 0), ATTN_ERR_OVERFLOW. */
