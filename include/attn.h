@@ -44,18 +44,19 @@
  *   - Stack: no call takes more than ATTN_STACK_BOUND bytes (48 KiB) of
  *     its calling thread's stack, the work it hands the pool included (a
  *     call on one thread does all of it there; the caller runs its share
- *     of a threaded call too), nor more of a pool worker's. Scratch larger
- *     than a few KiB (a batch's problems, a group of quantized keys
- *     dequantized, a training batch) is taken from the heap or the
- *     workspace once per call, never per item. So a caller's thread with
- *     a small stack (a coroutine's, a pthread_attr_setstacksize of 64 KiB)
- *     can make any call and keep 16 KiB for its own frames. The deepest
- *     chains, from gcc's -fstack-usage on x86-64 at -O2, are decode over
- *     quantized values (the AVX-512 kernels keep 16 KiB of a value block's
- *     weights on the stack) under attn_mha_cached; tests/test_threads.c
- *     runs every public entry point on a 64 KiB stack and measures what it
- *     used (at most 27 KiB on 1 and 3 threads). Other compilers and flags
- *     may differ by some KiB.
+ *     of a threaded call too), nor more of a pool worker's. Scratch that
+ *     grows with a call (its heads' problems, a training batch) is taken
+ *     from the heap or the workspace once per call, never per item; keys
+ *     quantized per channel are dequantized 16 keys by 128 channels at a
+ *     time; no frame holds more than about 16 KiB, of fixed size (the
+ *     AVX-512 decode kernels' weights for a block of quantized values). So
+ *     a caller's thread with a small stack (a coroutine's, a
+ *     pthread_attr_setstacksize of 64 KiB) can make any call and keep 16
+ *     KiB for its own frames. The deepest chains, from gcc's -fstack-usage
+ *     on x86-64 at -O2, run from attn_mha_cached to those decode kernels;
+ *     tests/test_threads.c runs every public entry point on a 64 KiB stack
+ *     and measures what it used (at most 27 KiB on 1 and 3 threads). Other
+ *     compilers and flags may differ by some KiB.
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
  *     caller hands over in attn_context. attn_sdpa's is linear in the
@@ -1048,8 +1049,10 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * (d), its sum (2e-5 + S·2^-24), its rounding to f32 (2^-24·|lse|, |lse|
  * <= s_abs + log(S + 1)) and the forward's rounding of an f64 sink to f32
  * (2^-24·|sink_h|). Together e^y·(c + e^(2d)) - 1 + 2^-24 <= (1 + c)·e^(x
- * + t) - 1 + 2^-24. The errors are random: on the tests' data they stay
- * below 2% of the bound without its S terms
+ * + t) - 1 + 2^-24. The errors are random: on the tests' random data
+ * they stay below 2% of the bound without its S terms; where out's sums
+ * round one way (a first value of 1, every later one under half an ulp
+ * of it) they pass that, 11 times at S = 8192, and stay within the bound
  * (tests/oracle_backward.py). With f64 out and lse (the exact kernel)
  * dsinks is within 1e-12·dsinks_abs_h where the scores' products do not
  * cancel. Errors:
