@@ -25,6 +25,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h> /* PTHREAD_STACK_MIN */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
