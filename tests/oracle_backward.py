@@ -520,8 +520,7 @@ def sinks_sums_rounding_one_way(o):
             continue
         sink_ref = reference(q, k, v, dout, None, 0, None, variants=dict(variants))[5]
         err = np.abs(np.load(o.path("dsinks")).astype(np.float64) - sink_ref[0])
-        x = (3 * E + 20) * 2.0**-24 * 0.0  # s_abs: q is 0, and so is the sink
-        without = sink_bound_random(sink_ref[1], x)
+        without = sink_bound_random(sink_ref[1], 0.0)  # x = (3 E + 20) 2^-24 s_abs: 0, as q and the sink are
         o.report(name + "_dsinks_past_the_bound_without_its_sums_terms",
                  "" if np.all(err > without) else "dsinks errs by %s, within %s: no sum rounds one way" % (err, without))
 
