@@ -40,9 +40,23 @@
  *     library joins the workers and drops both. The library has no
  *     thread-local state (a libattn.so linked at a program's start takes
  *     none of the loader's static TLS reserve, which a later dlopen of
- *     another library may need); calls over keys quantized per channel
- *     take up to 32 KiB of the calling thread's stack instead (see "Keys
- *     quantized per channel").
+ *     another library may need).
+ *   - Stack: no call takes more than ATTN_STACK_BOUND bytes (48 KiB) of
+ *     its calling thread's stack, the work it hands the pool included (a
+ *     call on one thread does all of it there; the caller runs its share
+ *     of a threaded call too), nor more of a pool worker's. Scratch that
+ *     grows with a call (its heads' problems, a training batch) is taken
+ *     from the heap or the workspace once per call, never per item; keys
+ *     quantized per channel are dequantized 16 keys by 128 channels at a
+ *     time; no frame holds more than about 16 KiB, of fixed size (the
+ *     AVX-512 decode kernels' weights for a block of quantized values). So
+ *     a caller's thread with a small stack (a coroutine's, a
+ *     pthread_attr_setstacksize of 64 KiB) can make any call and keep 16
+ *     KiB for its own frames. The deepest chains, from gcc's -fstack-usage
+ *     on x86-64 at -O2, run from attn_mha_cached to those decode kernels;
+ *     tests/test_threads.c runs every public entry point on a 64 KiB stack
+ *     and measures what it used (at most 27 KiB on 1 and 3 threads). Other
+ *     compilers and flags may differ by some KiB.
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
  *     caller hands over in attn_context. attn_sdpa's is linear in the
@@ -236,6 +250,10 @@ ATTN_API attn_status attn_error_set(attn_error *err, attn_status status, const c
 
 /* Highest tensor rank the library handles: (B1, B2, H, L, E). */
 #define ATTN_MAX_RANK 5
+
+/* The most bytes of its calling thread's stack any call takes (see
+ * Conventions, "Stack"). */
+#define ATTN_STACK_BOUND (48 * 1024)
 
 typedef enum attn_dtype {
     ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
@@ -574,19 +592,16 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * the window. Attention
  * reads a group a block of rows at a time, dequantized into scratch of
  * the kernel that reads it (the decode kernel's workspace, which holds
- * them already; elsewhere up to 32 KiB of the reading thread's stack,
- * never the caller's workspace), and the residual rows as f16 rows, in
- * place: the result is
- * bitwise attention over f32 keys holding the dequantized values. Stack:
- * besides that attention (on the calling thread and the pool's workers),
- * the gathers (attn_kv_cache_gather, attn_kv_pages_gather,
+ * them already; elsewhere 16 keys by up to 128 channels, 8 KiB, of the
+ * reading thread's stack, within ATTN_STACK_BOUND, never the caller's
+ * workspace), and the residual rows as f16 rows, in place: the result is
+ * bitwise attention over f32 keys holding the dequantized values. The
+ * gathers (attn_kv_cache_gather, attn_kv_pages_gather,
  * attn_kv_paged_gather) and a truncation that turns groups back into
  * residual rows (attn_kv_cache_truncate, attn_kv_pages_truncate, and the
  * next write to an attn_mha_cached_batch row whose length was lowered)
- * each take up to 32 KiB of the calling thread's stack, on top of their
- * own frames: a thread started with a small stack (a coroutine's, a
- * pthread_attr_setstacksize of 64 KiB) that makes these calls needs room
- * for it. A cache
+ * dequantize a value at a time, or 64 channels at a time (256 bytes of
+ * stack; they took 32 KiB before 0.4.0). A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
  * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on the
@@ -1034,8 +1049,10 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * (d), its sum (2e-5 + S·2^-24), its rounding to f32 (2^-24·|lse|, |lse|
  * <= s_abs + log(S + 1)) and the forward's rounding of an f64 sink to f32
  * (2^-24·|sink_h|). Together e^y·(c + e^(2d)) - 1 + 2^-24 <= (1 + c)·e^(x
- * + t) - 1 + 2^-24. The errors are random: on the tests' data they stay
- * below 2% of the bound without its S terms
+ * + t) - 1 + 2^-24. The errors are random: on the tests' random data
+ * they stay below 2% of the bound without its S terms; where out's sums
+ * round one way (a first value of 1, every later one under half an ulp
+ * of it) they pass that, 11 times at S = 8192, and stay within the bound
  * (tests/oracle_backward.py). With f64 out and lse (the exact kernel)
  * dsinks is within 1e-12·dsinks_abs_h where the scores' products do not
  * cancel. Errors:

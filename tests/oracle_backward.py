@@ -56,15 +56,17 @@ Tolerances (per gradient, on |ours - ref|):
   dsinks (attn_sdpa_sinks_backward, in f64 from the forward's out and lse),
        per head, relative to dsinks_abs_h = sum over the head's rows of
        P_sink · rowsum(|dout| ∘ P |v|) (sink_magnitudes()): f64 1e-12 ·
-       dsinks_abs_h; f32 ((1 + 4.3e-5) e^x - 1) · dsinks_abs_h + 2^-126
+       dsinks_abs_h; f32 ((1 + c) e^(x + t) - 1 + 2^-24) · dsinks_abs_h + 2^-126
        (attn.h's bound; 2^-126 for a result below f32's normals written as
-       0), x = (3 E + 20) 2^-24 s_abs with |sink| one more score in s_abs:
+       0), c = 2e-5 + 2 S 2^-24 and t = 2e-5 + S 2^-24 + 2^-24 log(S + 1),
+       x = (3 E + 20) 2^-24 s_abs with |sink| one more score in s_abs:
        out off by (2e-5 + e^(2d) - 1) P |v|, d = (E + 6) 2^-24 s_abs (the
        forward's bound), so D = rowsum(dout ∘ out) by that times |dout|,
        not relative to |dout| |out| (cancelling_values with sinks); the
        sink's share e^(sink - lse) by a factor within e^(±y), y = (E + 8)
-       2^-24 s_abs + 2e-5 + 2^-24 log(S + 1) (lse's scores, sum and
-       rounding, an f64 sink rounded to f32 in the forward). Elsewhere
+       2^-24 s_abs + t (lse's scores, sum and rounding, an f64 sink rounded
+       to f32 in the forward); the S terms where out's and lse's f32 sums
+       round one way (sinks_sums_rounding_one_way). Elsewhere
        (worst=False) x = 12 · 2^-24 · max(max|s|, |sink|): each of the three
        sides (two for out, one for lse) off by 4 · 2^-24 · max|s|, as above.
   (f16/bf16 k and v are compared at their 16-bit values; gradients are f32.)
@@ -212,18 +214,26 @@ def sink_magnitudes(w, z, do, v):
     return terms.reshape((-1,) + terms.shape[-2:]).sum(0).sum(-1).numpy()
 
 
-def sink_bound(dsinks_abs, x=None):
+def sink_bound(dsinks_abs, x=None, S=0):
     """attn.h's bound on attn_sdpa_sinks_backward's dsinks, per head, from
     dsinks_abs (sink_magnitudes()): f64 out and lse (x None) 1e-12 · dsinks_abs;
-    an f32 forward's ((1 + 4.3e-5) e^x - 1) · dsinks_abs + 2^-126, x per head or
-    one for all (the module's docstring says which x each case takes): attn.h's
-    bound without the S·2^-24 terms of sums that round one way (which these
-    random inputs do not): c = 2e-5 and t <= 2e-5 + 2^-24·log(2^64), within
-    4.3e-5 together; tighter than the stated bound."""
+    an f32 forward's ((1 + c) e^(x + t) - 1 + 2^-24) · dsinks_abs + 2^-126, x
+    per head or one for all (the module's docstring says which x each case
+    takes), S keys: c = 2e-5 + 2 S 2^-24 (out's sums) and t = 2e-5 + S 2^-24 +
+    2^-24 log(S + 1) (lse's sum and rounding), the S terms those of sums that
+    round one way (sinks_sums_rounding_one_way)."""
     dsinks_abs = np.asarray(dsinks_abs, dtype=np.float64)
     if x is None:
         return 1e-12 * np.maximum(dsinks_abs, 1e-300)
-    return (4.3e-5 + (1 + 4.3e-5) * np.expm1(np.minimum(x, 700))) * dsinks_abs + 2.0**-126
+    c = 2e-5 + 2 * S * 2.0**-24
+    t = 2e-5 + S * 2.0**-24 + 2.0**-24 * math.log(S + 1)
+    return ((1 + c) * np.expm1(np.minimum(x + t, 700)) + c + 2.0**-24) * dsinks_abs + 2.0**-126
+
+
+def sink_bound_random(dsinks_abs, x):
+    """The bound without its S terms, c = 2e-5 and t <= 2e-5 + 2^-24 log(2^64)
+    (4.3e-5 together): what random sums stay within, and one-way ones do not."""
+    return (4.3e-5 + (1 + 4.3e-5) * np.expm1(np.minimum(x, 700))) * np.asarray(dsinks_abs, np.float64) + 2.0**-126
 
 
 def compare(got, ref, allowed):
@@ -393,7 +403,7 @@ class Oracle(Reporter):
             x = None
             if f32:  # the sink is one more score of its rows: it counts in s_abs and max|s|
                 x = (3 * E + 20) * 2.0**-24 * max(s_abs, sinks_max) if worst else 12 * 2.0**-24 * max(max_s, sinks_max)
-            why = compare(np.load(self.path("dsinks")), sink_ref[0], sink_bound(sink_ref[1], x))
+            why = compare(np.load(self.path("dsinks")), sink_ref[0], sink_bound(sink_ref[1], x, S))
             if why:
                 return self.report(name, "dsinks: " + why)
         self.report(name, "")
@@ -434,6 +444,85 @@ def sums_rounding_one_way(o):
     dout = np.full((L, Ev), np.float32(0.49 * 2.0**-23), np.float32)
     dout[0] = 1.0
     o.case("f32_fused_sums_one_way_L%d" % L, q, k, v, dout, want=("dq", "dk", "dv"), worst=True)
+    dq_dk_sums_rounding_one_way(o)
+
+
+def one_way_case(o, name, q, k, v, dout, g):
+    """o.case for a one-way input (worst=True: attn.h's bound, with its
+    2 n 2^-24), then whether gradient g's error passes the bound's other
+    part, (2e-5 + e^x - 1) max g_abs: the term is needed, not only allowed."""
+    got = o.case(name, q, k, v, dout, want=("dq", "dk", "dv"), worst=True)
+    if got is None:
+        return
+    grads, _, _, mags, _, _, _ = reference(q, k, v, dout, None, 0, None)
+    E = q.shape[-1]
+    s_abs = float((np.abs(q.astype(np.float64)) @ np.abs(k.astype(np.float64)).T).max()) / math.sqrt(E)
+    g_abs = mags[GRADS.index(g)]
+    err = float(np.abs(got[g].astype(np.float64) - grads[GRADS.index(g)]).max())
+    without = (2e-5 + math.expm1(2 * (E + 5) * 2.0**-24 * s_abs)) * g_abs
+    o.report(name + "_%s_past_the_bound_without_its_sums_term" % g,
+             "" if err > without else "%s errs by %.3g, within %.3g: the input rounds no sum one way" % (g, err, without))
+
+
+def dq_dk_sums_rounding_one_way(o):
+    """The same for dk and dq, the sums of dS^T Q over query rows and dS K
+    over keys. dk: two equal keys (weights 1/2), v_0 = e_0 and v_1 = 0, so
+    that dS_i0 = -dS_i1 = dout_i0 / 4; q all ones, dout_i0 1 in the first row
+    and 0.49 of an f32 ulp of 1 in the 8191 others: each row's term of dk_0
+    is under half an ulp of the sum (scale / 4) and lost, dk_0 errs by about
+    L 2^-26 scale, L 2^-24 / 3 of g_abs (1.6e-4, 8 times 2e-5). dq: q = 0
+    (every weight 1/S), v_0 = e_0 and v_j = 0, so that dS_i0 = (1 - 1/S) / S
+    and dS_ij = -1/S^2; k_0 just past 1 (dq at the bottom of its binade,
+    where half an ulp is 2^-24 of it) and k_j 0.98 · 2^-11. The kernel adds
+    dS K to dq a block of keys at a time, each block's products summed
+    first, so the loss is per block, not per key: each block's sum rounds
+    away about half an ulp of dq, the same way, and dq errs by about 3e-5
+    of g_abs at S = 16384 (1.5e-5 at 8192), 1.5 times 2e-5 on every ISA's
+    kernels. Both within attn.h's 2 n 2^-24 (9.8e-4 and 2e-3)."""
+    f32 = np.float32
+    L, S, E, Ev = 8192, 2, 16, 8
+    q, k = np.ones((L, E), f32), np.ones((S, E), f32)
+    v = np.zeros((S, Ev), f32)
+    v[0, 0] = 1.0
+    dout = np.zeros((L, Ev), f32)
+    dout[:, 0] = f32(0.49 * 2.0**-23)
+    dout[0, 0] = 1.0
+    one_way_case(o, "f32_fused_dk_sums_one_way_L%d" % L, q, k, v, dout, "dk")
+    L, S = 256, 16384  # query rows enough that one item takes all the keys (no chunks of keys summed apart)
+    q, k = np.zeros((L, E), f32), np.full((S, E), f32(0.98 * 2.0**-11), f32)
+    k[0] = 1.0001
+    v = np.zeros((S, Ev), f32)
+    v[0, 0] = 1.0
+    dout = np.zeros((L, Ev), f32)
+    dout[:, 0] = 1.0
+    one_way_case(o, "f32_fused_dq_sums_one_way_S%d" % S, q, k, v, dout, "dq")
+
+
+def sinks_sums_rounding_one_way(o):
+    """dsinks where the forward's f32 sum of P V rounds one way, as in
+    oracle.py's sums_rounding_one_way: every score 0 and a sink of 0 (each
+    weight 1/(S + 1)), the first key's value 1 and the others' 0.49 of an
+    f32 ulp of 1, so out is low by about S 2^-24 of P |v| and D =
+    rowsum(dout ∘ out), and dsinks = -sum P_sink D, with it: 4.8e-4 of
+    dsinks_abs at S = 8192 (9.6e-4 at 16384), 11 times the 4.3e-5 of random
+    sums, within attn.h's c and t (their S terms, 2 S 2^-24 and S 2^-24:
+    a third of the bound)."""
+    f32 = np.float32
+    for L, S in ((16, 16384), (64, 8192)):  # the flash forward (decode's chunks are summed apart)
+        E, Ev = 16, 8
+        q, k = np.zeros((L, E), f32), np.ones((S, E), f32)
+        v = np.full((S, Ev), f32(0.49 * 2.0**-23), f32)
+        v[0] = 1.0
+        dout = np.ones((L, Ev), f32)
+        variants = {"sinks": np.array([0.0])}
+        name = "f32_fused_sinks_sums_one_way_L%d_S%d" % (L, S)
+        if o.case(name, q, k, v, dout, want=("dq", "dk", "dv"), variants=dict(variants), worst=True) is None:
+            continue
+        sink_ref = reference(q, k, v, dout, None, 0, None, variants=dict(variants))[5]
+        err = np.abs(np.load(o.path("dsinks")).astype(np.float64) - sink_ref[0])
+        without = sink_bound_random(sink_ref[1], 0.0)  # x = (3 E + 20) 2^-24 s_abs: 0, as q and the sink are
+        o.report(name + "_dsinks_past_the_bound_without_its_sums_terms",
+                 "" if np.all(err > without) else "dsinks errs by %s, within %s: no sum rounds one way" % (err, without))
 
 
 def cancelling_values(o, rng):
@@ -715,6 +804,7 @@ def main():
     bf16_cases(o, rng)
     cancelling_scores(o, rng)
     sums_rounding_one_way(o)
+    sinks_sums_rounding_one_way(o)
     for i in range(300):
         q, k, v, dout, mask, causal, scale = random_case(rng, i)
         # Half the cases leave dmask out, so that f32 with a float mask takes the fused

@@ -680,7 +680,7 @@ def sinks_check(got, ref, attention, sinks, f32, rounding=None):
         if f32:
             s_abs = torch.amax(scale * qa @ ka.transpose(-2, -1), dim=(0, 2, 3)).numpy()
             x = (3 * q.shape[-1] + 20) * 2.0**-24 * np.maximum(s_abs, np.abs(np.asarray(sinks, np.float64)))
-    why = compare_within(got, ref, sink_bound(dsinks_abs, x) + first)
+    why = compare_within(got, ref, sink_bound(dsinks_abs, x, k.shape[-2]) + first)
     return "sinks: " + why if why else ""
 
 

@@ -7,7 +7,9 @@
  * another thread changes the process-wide thread count; then a call from
  * inside a pool job, a fork while the callers run, a caller cancelled
  * (pthread_cancel) inside a threaded call, the workers a small job on a
- * wide pool wakes, and the threads a plan's first run starts. Every result must be bitwise the one thread's
+ * wide pool wakes, the threads a plan's first run starts, and every entry
+ * point on a caller's thread with a 64 KiB stack (within attn.h's
+ * ATTN_STACK_BOUND). Every result must be bitwise the one thread's
  * result: each entry point first on 1, 2 and 3 threads, then
  * concurrently. Built under
  * ThreadSanitizer too (build/tsan/test_threads), which reports any race on
@@ -17,11 +19,13 @@
  * Prints "ok NAME" or "FAIL NAME: why"; exits 1 if any failed. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "attn.h"
+#include "attn_teach.h"
 #include "check.h"
 #include "../src/base/base.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h> /* PTHREAD_STACK_MIN */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -741,6 +746,196 @@ static void test_default_threads_follow_affinity(void) {
 #endif
 }
 
+/* ---- a caller's small stack ----------------------------------------------
+ *
+ * attn.h ("Stack") bounds what a call takes of its caller's stack, the
+ * pool's workers' items included (on one thread they run on the caller's).
+ * Each entry point runs on a thread of its own with a 64 KiB stack (or
+ * PTHREAD_STACK_MIN, if larger) that this test maps, a guard page below it
+ * (an overflow is a crash, not a neighbour's memory written) and every byte
+ * painted, on 1 and 3 threads: the results must be the bits of the big
+ * stack's, and the bytes it wrote below the thread's own start (a call
+ * that does nothing, measured the same way) at most the header's bound.
+ * Sanitizers' frames are larger than the library's, so there the stack is
+ * 1 MiB and only the results are checked. */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STACK_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STACK_SANITIZED 1
+#endif
+#endif
+#ifndef STACK_SANITIZED
+#define STACK_SANITIZED 0
+#endif
+
+enum { SMALL_STACK = 64 << 10, PAINT = 0xa5 };
+
+/* f64 attention (the exact kernel), causal: q (2, 3, 40, 24), k and v of 70
+ * keys; out into out's bytes. */
+static attn_status run_f64(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_tensor y = j->t[3];
+    y.data = out;
+    return attn_sdpa(&y, NULL, NULL, &j->t[0], &j->t[1], &j->t[2], &o, err);
+}
+
+/* A head trained for 3 steps of 64 sentences: the three weights and the curves, in doubles. */
+static attn_status run_train(const job *j, int threads, float *out, attn_error *err) {
+    (void)j;
+    attn_set_num_threads(threads ? threads : 1); /* the head's calls take the process-wide count */
+    attn_train_options o = attn_train_options_default();
+    o.steps = 3, o.batch = 64, o.d_k = 16;
+    double *w = (double *)(void *)out;
+    int dm = ATTN_TOY_D_MODEL;
+    attn_status st = attn_train_head(w, w + dm * 16, w + 2 * dm * 16, w + 2 * dm * 16 + dm * ATTN_TRAIN_D_V,
+                                     w + 2 * dm * 16 + dm * ATTN_TRAIN_D_V + 3, &o, err);
+    attn_set_num_threads(0);
+    return st;
+}
+
+/* Flash (32 queries, past the decode kernel's few) over a cache of keys
+ * quantized per channel, key_dim 256: the groups dequantized and
+ * transposed 16 keys by 128 channels at a time, and the residual's rows. */
+static attn_status run_grouped_flash(const job *j, int threads, float *out, attn_error *err) {
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c, o.causal = ATTN_CAUSAL_BOTTOM_RIGHT;
+    attn_tensor y = j->t[0];
+    y.data = out;
+    return attn_kv_cache_attend(&y, NULL, &j->t[0], j->shared, &o, err);
+}
+
+typedef struct small_call {
+    job *j;
+    int threads;
+    float *out;
+    attn_status st;
+    attn_error err;
+} small_call;
+
+static void *small_main(void *arg) {
+    small_call *c = arg;
+    if (c->j) c->st = c->j->run(c->j, c->threads, c->out, &c->err);
+    return NULL;
+}
+
+/* Runs c on a thread whose stack is `size` bytes of fresh, painted memory
+ * above a guard page; the bytes it used (from the top), or -1 if the
+ * thread could not start. */
+static long run_on_small_stack(small_call *c, size_t size) {
+    long page = sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, size + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return -1;
+    mprotect(map, (size_t)page, PROT_NONE);
+    char *stack = map + page;
+    memset(stack, PAINT, size);
+    pthread_attr_t attr;
+    pthread_t t;
+    long used = -1;
+    if (!pthread_attr_init(&attr) && !pthread_attr_setstack(&attr, stack, size) &&
+        !pthread_create(&t, &attr, small_main, c)) {
+        pthread_join(t, NULL);
+        size_t low = 0;
+        while (low < size && (unsigned char)stack[low] == PAINT) low++;
+        used = (long)(size - low);
+    }
+    pthread_attr_destroy(&attr);
+    munmap(map, size + (size_t)page);
+    return used;
+}
+
+static void test_small_stack(void) {
+    static void *grouped_memory; /* the q4c cache's */
+    size_t size = SMALL_STACK;
+    if (STACK_SANITIZED) size = 1 << 20;
+    if (size < (size_t)PTHREAD_STACK_MIN) size = PTHREAD_STACK_MIN;
+    /* the thread's own start and the test's frames: a call that runs nothing */
+    small_call none = {0};
+    long base = run_on_small_stack(&none, size);
+    if (base < 0) {
+        check(0, "small_stack_thread", "cannot start a thread on a mapped stack of %zu bytes", size);
+        return;
+    }
+    /* The extra entry points, besides the other tests' jobs: f64
+     * attention, a head trained, and flash over grouped keys. */
+    static job more[3];
+    int64_t q64[4] = {2, 3, 40, 24}, k64[4] = {2, 3, 70, 24};
+    more[0] = (job){.name = "sdpa_f64", .run = run_f64};
+    for (int i = 0; i < 3; i++) { /* f64 copies of f32 normal values */
+        attn_tensor f = f32(4, i ? k64 : q64, 1);
+        attn_tensor_init(&more[0].t[i], malloc(sizeof(double) * floats(&f)), ATTN_F64, 4, f.shape, NULL, NULL);
+        for (size_t e = 0; e < floats(&f); e++) ((double *)more[0].t[i].data)[e] = ((float *)f.data)[e];
+        free(f.data);
+    }
+    more[0].t[3] = more[0].t[0];
+    more[0].n_out = 2 * floats(&more[0].t[0]);
+    more[1] = (job){.name = "train_head", .run = run_train};
+    more[1].n_out = 2 * (size_t)(2 * ATTN_TOY_D_MODEL * 16 + ATTN_TOY_D_MODEL * ATTN_TRAIN_D_V + 2 * 3);
+    more[2] = (job){.name = "kv_cache_q4c_flash_key_dim_256", .run = run_grouped_flash};
+    {
+        attn_kv_cache_desc d = attn_kv_cache_desc_default();
+        d.heads = 2, d.capacity = 512, d.key_dim = d.value_dim = 256, d.dtype = ATTN_F16, d.key_dtype = ATTN_Q4C;
+        d.residual = 32;
+        size_t bytes = 0;
+        attn_error err;
+        attn_kv_cache *cache = NULL;
+        int64_t sk[3] = {2, 300, 256}, sq[3] = {4, 32, 256};
+        attn_tensor k = f32(3, sk, 1), v = f32(3, sk, 1);
+        grouped_memory = attn_kv_cache_bytes(&bytes, &d, &err) ? NULL : malloc(bytes);
+        if (grouped_memory && !attn_kv_cache_init(&cache, grouped_memory, bytes, &d, &err) &&
+            !attn_kv_cache_append(cache, &k, &v, &err))
+            more[2].shared = cache;
+        free(k.data), free(v.data);
+        more[2].t[0] = f32(3, sq, 1);
+        more[2].n_out = floats(&more[2].t[0]);
+        if (!more[2].shared) more[2].run = NULL, check(0, "small_stack_q4c_cache", "the cache could not be made");
+    }
+    for (int i = 0; i < 3; i++) {
+        job *j = &more[i];
+        attn_error err = {0};
+        if (!j->run) continue;
+        j->want = malloc(sizeof(float) * j->n_out);
+        if (j->run(j, 1, j->want, &err)) {
+            check(0, j->name, "%s", err.message);
+            j->run = NULL;
+        }
+    }
+    for (int i = 0; i < N_JOBS + 3; i++) {
+        job *j = i < N_JOBS ? &jobs[i] : &more[i - N_JOBS];
+        if (!j->run || !j->want) continue;
+        float *out = malloc(sizeof(float) * j->n_out);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            small_call c = {j, threads, out, ATTN_OK, {0}};
+            memset(out, 0xff, sizeof(float) * j->n_out);
+            long used = run_on_small_stack(&c, size);
+            char name[128];
+            snprintf(name, sizeof name, "%s_on_a_%zu_KiB_stack_threads_%d", j->name, size >> 10, threads);
+            if (used < 0) {
+                check(0, name, "cannot start a thread on a mapped stack of %zu bytes", size);
+                continue;
+            }
+            if (c.st || memcmp(out, j->want, sizeof(float) * j->n_out)) {
+                check(0, name, "%s", c.st ? c.err.message : "the results differ from the big stack's");
+                continue;
+            }
+            long mine = used - base;
+            if (STACK_SANITIZED)
+                check(1, name, "%ld bytes", mine);
+            else
+                check(mine <= ATTN_STACK_BOUND, name, "it took %ld bytes of its caller's stack; attn.h says at most %d",
+                      mine, ATTN_STACK_BOUND);
+            if (!STACK_SANITIZED && threads == 1) printf("   %s: %ld bytes of stack\n", j->name, mine);
+        }
+        free(out);
+    }
+    for (int i = 0; i < 3; i++) free(more[i].want), free(more[0].t[i].data);
+    free(grouped_memory), free(more[2].t[0].data);
+}
+
 int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
@@ -755,6 +950,7 @@ int main(void) {
     test_cancelled_caller();
     test_small_job_wakes_its_workers();
     test_plan_runs_start_no_thread();
+    test_small_stack();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

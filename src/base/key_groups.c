@@ -102,23 +102,28 @@ static void widen32_2(float *restrict y, const uint8_t *restrict codes, const fl
         for (int j = 0; j < 4; j++) y[4 * i + j] = (float)(codes[i] >> (2 * j) & 3) * d[4 * i + j] + m[4 * i + j];
 }
 
-void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k) {
+void attn_group_block(float *dst, int64_t ldd, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k,
+                      int64_t e0, int64_t w) {
     const uint8_t *b = group;
     int bits = bits_of(format), per = 8 / bits, mask = (1 << bits) - 1;
     int64_t row = n / per;
     float d[CHUNK], m[CHUNK];
-    for (int64_t c0 = 0; c0 < n; c0 += CHUNK) { /* a chunk's scales and minimums widened once for its rows */
-        int64_t w = n - c0 < CHUNK ? n - c0 : CHUNK;
-        for (int64_t c = 0; c < w; c++)
+    for (int64_t c0 = e0; c0 < e0 + w; c0 += CHUNK) { /* a chunk's scales and minimums widened once for its rows */
+        int64_t cw = e0 + w - c0 < CHUNK ? e0 + w - c0 : CHUNK;
+        for (int64_t c = 0; c < cw; c++)
             d[c] = attn_f16_to_f32(get16(b + 2 * (c0 + c))), m[c] = attn_f16_to_f32(get16(b + 2 * n + 2 * (c0 + c)));
         for (int64_t t = 0; t < k; t++) { /* code · d is exact: one rounding, fused or not */
             const uint8_t *codes = b + 4 * n + (t0 + t) * row + c0 / per;
-            float *y = dst + t * n + c0;
+            float *y = dst + t * ldd + (c0 - e0);
             int64_t c = 0;
-            for (; c + 32 <= w; c += 32) (bits == 4 ? widen32_4 : widen32_2)(y + c, codes + c / per, d + c, m + c);
-            for (; c < w; c++) y[c] = (float)(codes[c / per] >> (bits * (c % per)) & mask) * d[c] + m[c];
+            for (; c + 32 <= cw; c += 32) (bits == 4 ? widen32_4 : widen32_2)(y + c, codes + c / per, d + c, m + c);
+            for (; c < cw; c++) y[c] = (float)(codes[c / per] >> (bits * (c % per)) & mask) * d[c] + m[c];
         }
     }
+}
+
+void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k) {
+    attn_group_block(dst, n, group, n, format, t0, k, 0, n);
 }
 
 int64_t attn_group_full(int64_t length, int64_t R) {
@@ -151,19 +156,21 @@ void attn_group_cut(uint16_t *window, int64_t R, int64_t n, int64_t have, int64_
 }
 
 void attn_group_unquantize(uint16_t *residual, const void *group, int64_t n, attn_dtype format, int64_t k) {
-    float row[GROUP_BUF];
-    for (int64_t t = 0; t < k; t++) {
-        attn_group_rows(row, group, n, format, t, 1);
-        /* A channel's top value, code · d + m with d rounded up, can pass
-         * f16's largest by a few steps (keys of 65504 read back as 65536):
-         * rounded to f16 it would be infinity, and the group quantized from
-         * it again a channel of NaN. Finite values saturate instead, as the
-         * group's own scale and minimum do. */
-        for (int64_t c = 0; c < n; c++)
-            if (row[c] > 65504.0f) row[c] = 65504.0f;
-            else if (row[c] < -65504.0f) row[c] = -65504.0f;
-        attn_f32_to_half_row(residual + t * n, row, n, true);
-    }
+    /* Value by value (attn_group_get is attn_group_rows' float): no row of
+     * up to 32 KiB on the stack for a truncation, which a thread with a
+     * small stack may make. */
+    for (int64_t t = 0; t < k; t++)
+        for (int64_t c = 0; c < n; c++) {
+            float x = attn_group_get(group, n, format, t, c);
+            /* A channel's top value, code · d + m with d rounded up, can pass
+             * f16's largest by a few steps (keys of 65504 read back as 65536):
+             * rounded to f16 it would be infinity, and the group quantized from
+             * it again a channel of NaN. Finite values saturate instead, as the
+             * group's own scale and minimum do. */
+            if (x > 65504.0f) x = 65504.0f;
+            else if (x < -65504.0f) x = -65504.0f;
+            residual[t * n + c] = attn_f32_to_f16(x);
+        }
 }
 
 attn_status attn_group_check(attn_dtype key_dtype, attn_dtype dtype, int64_t page, int64_t key_dim, const char *name,
@@ -288,12 +295,26 @@ const void *attn_grouped_at(const attn_rows *src, int64_t j, int64_t *t) {
 
 void attn_grouped_gather(const attn_paged_rows *pg, int64_t head, char *dst, attn_dtype dt, int64_t rs, int64_t cs) {
     attn_rows r = attn_rows_paged(pg, head);
-    float rows[GROUP_BUF]; /* the spans of the groups, dequantized */
+    int64_t es = (int64_t)attn_dtype_size(dt);
+    float x[CHUNK]; /* a group's row, CHUNK channels at a time: a small frame for a thread with a small stack */
     for (int64_t j = 0; j < pg->length;) {
-        attn_mat m;
-        int64_t n = attn_rows_span(&r, j, pg->length - j, &m, rows, GROUP_BUF);
+        if (r.kind == ATTN_ROWS_GROUPED && j < r.full) {
+            int64_t t;
+            const void *group = attn_grouped_at(&r, j, &t);
+            for (int64_t c0 = 0; c0 < pg->cols; c0 += CHUNK) {
+                int64_t w = pg->cols - c0 < CHUNK ? pg->cols - c0 : CHUNK;
+                for (int64_t c = 0; c < w; c++) x[c] = attn_group_get(group, pg->cols, pg->dtype, t, c0 + c);
+                attn_tensor src = {x, ATTN_F32, 2, {1, w}, {w, 1}};
+                attn_tensor out = {dst + (j * rs + c0 * cs) * es, dt, 2, {1, w}, {rs, cs}};
+                attn_copy_rows(&out, &src);
+            }
+            j++;
+            continue;
+        }
+        attn_mat m; /* the residual's rows (or another source's), in place */
+        int64_t n = attn_rows_span(&r, j, pg->length - j, &m, NULL, 0);
         attn_tensor src = {m.base, m.dtype, 2, {n, pg->cols}, {m.rs, m.cs}};
-        attn_tensor out = {dst + j * rs * (int64_t)attn_dtype_size(dt), dt, 2, {n, pg->cols}, {rs, cs}};
+        attn_tensor out = {dst + j * rs * es, dt, 2, {n, pg->cols}, {rs, cs}};
         attn_copy_rows(&out, &src);
         j += n;
     }

@@ -161,9 +161,9 @@ const float *attn_rows_row_f32(const attn_rows *src, int64_t r, float *buf);
 enum { ATTN_KEY_GROUP = 32, ATTN_KEY_GROUP_MAX_COLS = 8192 };
 /* The most floats one span of a grouped source takes (32 KiB): a row of
  * the widest keys, or as many rows of narrower ones, up to a group's 32.
- * A reader that hands attn_rows_span this much gets the spans it always
- * got; any room of a row or more gives the same floats (every operation on
- * keys is per row). */
+ * Any room of a row or more gives the same floats (every operation on
+ * keys is per row); readers hand a row or their own scratch, never this
+ * much of a stack (a caller's thread may have a small one). */
 enum { ATTN_GROUP_SPAN_FLOATS = ATTN_KEY_GROUP_MAX_COLS };
 /* d is ATTN_Q4C or ATTN_Q2C. */
 bool attn_dtype_grouped(attn_dtype d);
@@ -176,6 +176,12 @@ void attn_group_quant(void *group, const attn_mat *m, int64_t t0, attn_dtype for
 float attn_group_get(const void *group, int64_t n, attn_dtype format, int64_t t, int64_t c);
 /* Rows t0 .. t0+k-1 of a group widened into dst (k rows of n floats). */
 void attn_group_rows(float *dst, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k);
+/* The same floats for channels e0 .. e0+w-1 only (e0 a multiple of 4, so
+ * that its codes start on a byte), into rows of stride ldd: a block of a
+ * group widened into a small buffer (pack.c's transpose, 16 keys by 128
+ * channels, where a whole row of the widest keys would be 32 KiB). */
+void attn_group_block(float *dst, int64_t ldd, const void *group, int64_t n, attn_dtype format, int64_t t0, int64_t k,
+                      int64_t e0, int64_t w);
 /* The largest residual window a cache takes (attn.h,
  * ATTN_KEY_RESIDUAL_MAX), and the positions in quantized groups of a
  * sequence of `length` with window R: 32·floor(length / 32) - R, at least 0.

@@ -81,6 +81,8 @@ typedef struct decode_job {
     atomic_int *done;     /* per group: its chunks computed so far; the last one merges the group */
     atomic_uchar *redo;   /* per slice: its merge found an output not finite (the exact kernel redoes it) */
     attn_part_row *parts; /* per worker: the parts of a merge (the chunks, a sink), parts_each apart */
+    attn_problem *problems; /* per worker: an item's heads' problems, heads_each apart (up to ITEM_HEADS, */
+    int64_t heads_each;     /* 22 KiB: not on the worker's stack, which may be a caller's small one) */
     int64_t parts_each;   /* the most chunks of any job of the batch, + 1 */
     const float *zero;    /* Ev zeros: a sink's part */
     atomic_int *pages_per_call; /* the most pages one list microkernel call read (verbose), shared by a batch's jobs */
@@ -836,7 +838,7 @@ static void decode_item(void *ctx, int64_t item, int worker) {
     int64_t blocks = j->sl->count / j->G / j->ng, b = item % blocks, chunk = item / blocks;
     if (apart_heads(j->sl)) b = b < (blocks + 1) / 2 ? 2 * b : 2 * (b - (blocks + 1) / 2) + 1;
     int64_t g0 = b * j->ng;
-    attn_problem p[ITEM_HEADS]; /* the heads' problems, group by group; a group's p[0] has its keys and values */
+    attn_problem *p = j->problems + worker * j->heads_each; /* the heads' problems, group by group; a group's p[0] has its keys and values */
     for (int64_t t = 0; t < j->ng * j->G; t++) attn_slice(j->sl, g0 * j->G + t, &p[t]);
     float *partials = job_partials(j);
     if (!partials) { /* no slot (job_partials): the exact kernel takes its groups */
@@ -1063,7 +1065,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
                          "cannot allocate the plans of %lld decode calls", (long long)n_calls);
     /* Every call's items, one after another; scratch for the widest.
      * (Measuring, each job is planned in `one` only for its sizes.) */
-    int64_t ws = 0, max_chunks = 0, max_ev = 0, work_words = 0, items = 0, slot_floats = 0, groups = 0, slices = 0;
+    int64_t ws = 0, max_chunks = 0, max_ev = 0, max_heads = 0, work_words = 0, items = 0, slot_floats = 0, groups = 0, slices = 0;
     double madds = 0; /* multiply-adds, for attn_workers_for */
     for (int64_t c = 0; c < n_calls; c++) {
         decode_job *j = jobs ? &jobs[c] : &one;
@@ -1079,6 +1081,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
         madds += (double)sls[c]->count * (double)j->L * (double)j->S * (double)(j->E + j->Ev);
         if (j->ws_floats > ws) ws = j->ws_floats;
         if (j->n_chunks > max_chunks) max_chunks = j->n_chunks;
+        if (j->ng * j->G > max_heads) max_heads = j->ng * j->G;
         if (j->Ev > max_ev) max_ev = j->Ev;
         if (words > work_words) work_words = words;
     }
@@ -1111,10 +1114,11 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
      * cache lines (4 parts of 32 bytes: two threads never write one line) */
     int64_t parts_each = attn_round_up(max_chunks + 1, 4);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
+    attn_problem *problems = attn_arena_alloc(a, (size_t)max_heads * (size_t)(workers > 0 ? workers : 1), sizeof *problems);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
     atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
     if (a->measure) return ATTN_OK;
-    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !zero || !pages)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !zero || !pages)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
@@ -1124,6 +1128,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
     for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
+        jobs[c].problems = problems, jobs[c].heads_each = max_heads;
         jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
         jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
         atomic_init(&jobs[c].slot, pool.shared ? -1 : c);

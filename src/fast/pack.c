@@ -145,13 +145,52 @@ static void transpose_spans(const attn_ukernels *uk, float *kt, int64_t ld, int6
         for (int64_t e = 0; e < k->cols; e++) memset(kt + e * ld, 0, sizeof(float) * (size_t)n_pad);
 }
 
-/* Keys quantized per channel: their groups' spans dequantized on this
- * frame's stack (32 KiB, the spans the 16-key transpose takes whole), which
- * only such keys' calls make (noinline: the others' frames stay small). */
+/* Keys quantized per channel: each group's keys 16 at a time, dequantized
+ * KT_SLICE channels at a time into this frame's 8 KiB and transposed by the
+ * 16-key transpose, a slice of kt's rows each (the same floats as whole
+ * rows: every value is its own code · d + m); the residual's f16 rows as
+ * any source's. A whole span of the widest keys would be 32 KiB of stack,
+ * more than a caller's small thread may have (noinline: the other keys'
+ * frames stay small). */
+enum { KT_SLICE = 128 };
 static ATTN_NOINLINE void transpose_grouped(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
                                            const attn_rows *k, int64_t j0, int64_t n, float *tmp) {
-    float rows[ATTN_GROUP_SPAN_FLOATS];
-    transpose_spans(uk, kt, ld, n_pad, k, j0, n, tmp, rows, ATTN_GROUP_SPAN_FLOATS);
+    float rows[16 * KT_SLICE];
+    int64_t c = 0, E = k->cols;
+    while (c < n) {
+        /* at most to the next 16 keys' start, where the 16-key transposes
+         * are, so that no transpose's zero padding lands past its own */
+        int64_t nk = n - c < 16 - c % 16 ? n - c : 16 - c % 16;
+        if (j0 + c >= k->full) {
+            if (c % 16 == 0) { /* the residual's f16 rows, in place, as any source's */
+                transpose_spans(uk, kt + c, ld, n_pad - c, k, j0 + c, n - c, tmp, NULL, 0);
+                return;
+            }
+            attn_mat m;
+            nk = attn_rows_span(k, j0 + c, nk, &m, NULL, 0);
+            for (int64_t i = 0; i < nk; i++) {
+                const float *row = attn_row_f32_fast(uk, &m, i, tmp);
+                for (int64_t e = 0; e < E; e++) kt[e * ld + c + i] = row[e];
+            }
+            c += nk;
+            continue;
+        }
+        int64_t t;
+        const void *group = attn_grouped_at(k, j0 + c, &t);
+        if (ATTN_KEY_GROUP - t < nk) nk = ATTN_KEY_GROUP - t;
+        bool whole = c % 16 == 0 && (nk == 16 || c + nk == n); /* the 16-key transpose, zeros to 16 */
+        for (int64_t e0 = 0; e0 < E; e0 += KT_SLICE) {
+            int64_t w = E - e0 < KT_SLICE ? E - e0 : KT_SLICE;
+            attn_group_block(rows, w, group, E, k->dtype, t, nk, e0, w);
+            if (whole) uk->transpose16(kt + e0 * ld + c, ld, rows, w, (int)nk, w);
+            else
+                for (int64_t e = 0; e < w; e++)
+                    for (int64_t i = 0; i < nk; i++) kt[(e0 + e) * ld + c + i] = rows[i * w + e];
+        }
+        c += whole ? 16 : nk;
+    }
+    for (int64_t e = 0; e < E; e++) /* the padding past what was written */
+        for (int64_t x = c; x < n_pad; x++) kt[e * ld + x] = 0;
 }
 
 void attn_pack_transposed(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_rows *k,

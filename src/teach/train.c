@@ -163,9 +163,15 @@ attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss,
                                  {loss, loss ? o.steps : 0, 8, "loss"}, {grad_wq, grad_wq ? o.steps : 0, 8, "grad_wq"}};
     if ((st = teach_check_disjoint(outs, 5, 5, err))) return st;
     /* Parameters, gradients and Adam's two moments; one sentence's buffers;
-     * the curves (copied out only on success, like the weights). */
+     * the curves (copied out only on success, like the weights). A batch's
+     * sentences (up to 1024 of MAX_WORDS ids, 48 KiB) are on the heap too,
+     * not the stack: a caller's thread may have a small one. */
     double *mem = calloc((size_t)(4 * total + MAX_WORDS * (DM + 4 * dk + 4 * DV + 1) + 2 * o.steps), sizeof(double));
-    if (!mem) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the training buffers");
+    int (*ids)[MAX_WORDS] = malloc(sizeof *ids * (size_t)o.batch), *len = malloc(sizeof *len * (size_t)o.batch);
+    if (!mem || !ids || !len) {
+        free(mem), free(ids), free(len);
+        return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the training buffers");
+    }
     double *w[3] = {mem, mem + nw[0], mem + nw[0] + nw[1]}, *g = mem + total, *m1 = g + total, *m2 = m1 + total;
     double *gs[3] = {g, g + nw[0], g + nw[0] + nw[1]};
     double *p = m2 + total;
@@ -183,7 +189,7 @@ attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss,
     for (int t = 1; t <= o.steps && !st; t++) {
         double step_loss = 0;
         memset(g, 0, sizeof(double) * (size_t)total);
-        int ids[1024][MAX_WORDS], len[1024], words = 0;
+        int words = 0;
         for (int s = 0; s < o.batch; s++) words += len[s] = sentence(ids[s], &data);
         for (int s = 0; s < o.batch && !st; s++)
             st = sentence_step(&step_loss, gs, w, &b, ids[s], len[s], dk, &so, words, err);
@@ -200,6 +206,6 @@ attn_status attn_train_head(double *w_q, double *w_k, double *w_v, double *loss,
         if (loss) memcpy(loss, curve_loss, sizeof(double) * (size_t)o.steps);
         if (grad_wq) memcpy(grad_wq, curve_grad, sizeof(double) * (size_t)o.steps);
     }
-    free(mem);
+    free(mem), free(ids), free(len);
     return st;
 }
