@@ -517,16 +517,24 @@ def main():
     c.report("stats_one_line_per_rank", "" if r.returncode == 0 and [ln.split(":")[0] for ln in lines] ==
              ["rank 0", "rank 1", "rank 2"] and all(0 <= x <= 100 for x in shares) else "rc %d: %r" % (r.returncode, r.stdout))
 
-    # A rank that stops (hangs) or dies before the attention: the others end
-    # the job with an error within the timeout, and no output appears.
-    for how in ("stop", "kill"):
+    # A rank that stops (hangs) or dies before the attention, or before the
+    # ranks first compare their command lines: the others end the job with
+    # an error within the timeout, and no output appears. (A rank stopped
+    # at the first comparison timed the others out there, which went on
+    # to print their error and MPI_Finalize, and mpirun waited for the
+    # stopped one for ever.)
+    for how in ("stop", "kill", "stop-first", "kill-first"):
         t0 = time.time()
         out = c.path("fault.npy")
-        r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", out, "--timeout", "3"], env={"ATTN_MPI_FAULT": how + ":1"},
-                      timeout=60)
+        try:
+            r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", out, "--timeout", "3"], env={"ATTN_MPI_FAULT": how + ":1"},
+                          timeout=60)
+        except subprocess.TimeoutExpired:
+            c.report("fault_%s_one_rank_ends_the_job" % how.replace("-", "_"), "hangs: no answer after 60 s")
+            continue
         took = time.time() - t0
-        said = how == "kill" or "no answer from rank" in r.stderr
-        c.report("fault_%s_one_rank_ends_the_job" % how,
+        said = how.startswith("kill") or ("no answer from rank" if how == "stop" else "did not all answer") in r.stderr
+        c.report("fault_%s_one_rank_ends_the_job" % how.replace("-", "_"),
                  "" if r.returncode != 0 and took < 30 and said and not os.path.exists(out)
                  else "rc %d after %.1f s, stderr %r" % (r.returncode, took, r.stderr[-300:]))
     print("# attn-mpi: %d passed, %d failed" % (c.passed, c.failed))
