@@ -502,6 +502,9 @@ def main():
                            "--layout zigzag and --layout zigzag: give --layout once"),
                           ("unknown", ["--frobnicate"], "unknown bench argument '--frobnicate' (see attn-mpi bench --help)"),
                           ("seq_needs_value", ["--seq"], "option --seq needs a value"),
+                          # a length whose tensors pass the node's memory: refused before any is
+                          # allocated (the run printed its table of failures, "data is NULL")
+                          ("seq_over_memory", ["--seq", "2147483647"], "--seq 2147483647 needs "),
                           ("via_attn_bench_mpi", ["--layout", "contiguous", "--layout=zigzag"],
                            "--layout contiguous and --layout=zigzag: give --layout once")):
         prog = [c.attn, "bench", "--mpi"] if name.startswith("via_attn") else [c.mpi, "bench"]
