@@ -385,6 +385,7 @@ fuzz: $(FUZZ_BINS)
 # rather than linking it: on a machine without it, --help and --ggml run,
 # and a run says what is missing in one line, where the loader refused to
 # start the program.
+BLAS_FOUND   = $(shell pkg-config --exists openblas 2>/dev/null && echo yes)
 BLAS_FLAGS   = $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBDIR  = $(patsubst %/,%,$(shell pkg-config --variable=libdir openblas 2>/dev/null))
 BLAS_SONAME  = $(shell objdump -p $(BLAS_LIBDIR)/libopenblas.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
@@ -392,7 +393,7 @@ BLAS_LIBRARY = $(BLAS_LIBDIR)/$(or $(BLAS_SONAME),libopenblas.so.0)
 # Its text fits the terminal by the commands' own rule (cli/text.c, which
 # needs only libc), and it ends as they do (cli/util.c's cli_close_stdout).
 $(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
-	@[ -n "$(BLAS_FLAGS)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
+	@[ -n "$(BLAS_FOUND)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
 	$(CC) $(ALL_CFLAGS) -Icli -DOPENBLAS_PATH='"$(BLAS_LIBRARY)"' -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
