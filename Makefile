@@ -376,17 +376,25 @@ $(FUZZ_BINS:%=%.d): ;
 fuzz: $(FUZZ_BINS)
 .SECONDARY: $(FUZZ_OBJ)
 
-# The benchmark (bench/bench.c), run as `attn bench`. It alone links OpenBLAS,
+# The benchmark (bench/bench.c), run as `attn bench`. It alone uses OpenBLAS,
 # for the unfused baseline; the library needs only libc, libm and pthreads.
 # OpenBLAS is found by its own pkg-config entry, so that <cblas.h> is OpenBLAS's
 # header (with openblas_set_num_threads) and not whichever BLAS the Debian
-# alternatives system points at.
-BLAS_FLAGS = $(shell pkg-config --cflags --libs openblas 2>/dev/null)
+# alternatives system points at. The bench loads the library beside that
+# header (its soname, as the loader would) with dlopen when a run starts,
+# rather than linking it: on a machine without it, --help and --ggml run,
+# and a run says what is missing in one line, where the loader refused to
+# start the program.
+BLAS_FOUND   = $(shell pkg-config --exists openblas 2>/dev/null && echo yes)
+BLAS_FLAGS   = $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBDIR  = $(patsubst %/,%,$(shell pkg-config --variable=libdir openblas 2>/dev/null))
+BLAS_SONAME  = $(shell objdump -p $(BLAS_LIBDIR)/libopenblas.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
+BLAS_LIBRARY = $(BLAS_LIBDIR)/$(or $(BLAS_SONAME),libopenblas.so.0)
 # Its text fits the terminal by the commands' own rule (cli/text.c, which
 # needs only libc), and it ends as they do (cli/util.c's cli_close_stdout).
 $(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
-	@[ -n "$(BLAS_FLAGS)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
-	$(CC) $(ALL_CFLAGS) -Icli -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
+	@[ -n "$(BLAS_FOUND)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
+	$(CC) $(ALL_CFLAGS) -Icli -DOPENBLAS_PATH='"$(BLAS_LIBRARY)"' -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 

@@ -3,7 +3,7 @@
  * bandwidth (measured first), against the reference kernel, and against the
  * unfused way most people write attention (OpenBLAS sgemm, softmax, sgemm).
  * Built by `make bench` as build/attn-bench; `attn bench` runs it. Only this
- * program links OpenBLAS; the library does not.
+ * program uses OpenBLAS (loaded when a run starts, load_openblas); the library does not.
  *
  * Benchmark on a quiet machine: another busy core halves a 2-thread timing. */
 #define _DEFAULT_SOURCE /* syscall(), for arch_prctl (the AMX peak) */
@@ -11,6 +11,7 @@
 
 #include <cblas.h>
 #include <cpuid.h>
+#include <dlfcn.h>
 #include <immintrin.h>
 #include <errno.h>
 #include <malloc.h> /* malloc_trim (glibc) */
@@ -144,6 +145,33 @@ static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n, size);
     if (!p) fail("out of memory (%zu x %zu bytes for the bench's data)", n, size);
     return p;
+}
+
+/* OpenBLAS, the unfused baseline's sgemm, loaded when a run starts rather
+ * than linked: where it is missing (libopenblas-dev on the machine that
+ * built the bench, not on the one that runs it) the loader refused to
+ * start the program at all, with its own words and status 127, --help
+ * and --ggml (which needs no OpenBLAS) too. The header is OpenBLAS's, from
+ * its pkg-config entry; the library is the one beside it (OPENBLAS_PATH),
+ * else the loader's of that name. */
+#ifndef OPENBLAS_PATH
+#define OPENBLAS_PATH "libopenblas.so.0"
+#endif
+static __typeof__(cblas_sgemm) *blas_sgemm;
+static __typeof__(openblas_set_num_threads) *blas_set_threads;
+static __typeof__(openblas_get_num_threads) *blas_get_threads;
+
+static void load_openblas(void) {
+    const char *slash = strrchr(OPENBLAS_PATH, '/');
+    void *h = dlopen(OPENBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (!h && slash) h = dlopen(slash + 1, RTLD_NOW | RTLD_LOCAL); /* moved since the build: the loader's */
+    if (!h) fail("cannot load OpenBLAS, the baseline's sgemm (%s): %s (Debian: apt-get install libopenblas0)", OPENBLAS_PATH,
+                 dlerror());
+    /* A function pointer from dlsym's void *: POSIX's way, through memcpy for ISO C. */
+    void *f[3] = {dlsym(h, "cblas_sgemm"), dlsym(h, "openblas_set_num_threads"), dlsym(h, "openblas_get_num_threads")};
+    if (!f[0] || !f[1] || !f[2]) fail("cannot load OpenBLAS (%s): it has no cblas_sgemm or openblas_set_num_threads", OPENBLAS_PATH);
+    memcpy(&blas_sgemm, &f[0], sizeof f[0]), memcpy(&blas_set_threads, &f[1], sizeof f[1]);
+    memcpy(&blas_get_threads, &f[2], sizeof f[2]);
 }
 
 /* ---- the machine: FMA peak and triad bandwidth ------------------------------ */
@@ -724,7 +752,7 @@ static void run_openblas(void *p) {
     for (int64_t h = 0; h < s->H; h++) {
         const float *q = b->q + h * s->L * s->d, *k = b->k + (h / (s->H / s->Hk)) * s->S * s->d;
         const float *v = b->v + (h / (s->H / s->Hk)) * s->S * s->dv;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->L, (int)s->S, (int)s->d, scale, q,
+        blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->L, (int)s->S, (int)s->d, scale, q,
                     (int)s->d, k, (int)s->d, 0.0f, b->scores, (int)s->S);
         for (int64_t i = 0; i < s->L; i++) {
             float *row = b->scores + i * s->S, m = -INFINITY, sum = 0;
@@ -734,7 +762,7 @@ static void run_openblas(void *p) {
             for (int64_t j = 0; j < s->S; j++) sum += row[j] = expf(row[j] - m);
             for (int64_t j = 0; j < s->S; j++) row[j] /= sum;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->L, (int)s->dv, (int)s->S, 1.0f,
+        blas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->L, (int)s->dv, (int)s->S, 1.0f,
                     b->scores, (int)s->S, v, (int)s->dv, 0.0f, b->out + h * s->L * s->dv, (int)s->dv);
     }
 }
@@ -1658,7 +1686,7 @@ static void run_openblas_backward(void *p) {
     for (int64_t h = 0; h < s->H; h++) {
         const float *q = b->q + h * s->L * s->d, *k = b->k + h * s->S * s->d, *v = b->v + h * s->S * s->dv;
         const float *dout = b->dout + h * s->L * s->dv;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, d, scale, q, d, k, d, 0.0f, b->p, S);
+        blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, d, scale, q, d, k, d, 0.0f, b->p, S);
         for (int64_t i = 0; i < L; i++) {
             float *row = b->p + i * S, m = -INFINITY, sum = 0;
             int64_t lim = s->causal ? i + 1 : S;
@@ -1667,17 +1695,17 @@ static void run_openblas_backward(void *p) {
             for (int64_t j = 0; j < S; j++) sum += row[j] = expf(row[j] - m);
             for (int64_t j = 0; j < S; j++) row[j] /= sum;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, dv, L, 1.0f, b->p, S, dout, dv, 0.0f,
+        blas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, dv, L, 1.0f, b->p, S, dout, dv, 0.0f,
                     b->dv + h * s->S * s->dv, dv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, dv, 1.0f, dout, dv, v, dv, 0.0f, b->dp, S);
+        blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, S, dv, 1.0f, dout, dv, v, dv, 0.0f, b->dp, S);
         for (int64_t i = 0; i < L; i++) {
             float *pr = b->p + i * S, *dr = b->dp + i * S, D = 0;
             for (int64_t j = 0; j < S; j++) D += pr[j] * dr[j];
             for (int64_t j = 0; j < S; j++) dr[j] = pr[j] * (dr[j] - D);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, S, scale, b->dp, S, k, d, 0.0f,
+        blas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, S, scale, b->dp, S, k, d, 0.0f,
                     b->dq + h * s->L * s->d, d);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, L, scale, b->dp, S, q, d, 0.0f,
+        blas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, d, L, scale, b->dp, S, q, d, 0.0f,
                     b->dk + h * s->S * s->d, d);
     }
 }
@@ -1935,9 +1963,9 @@ static void run_mha(void *p) {
  * sgemm calls, without the attention between them. */
 static void run_mha_blas(void *p) {
     mha_call *c = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)(3 * c->E), (int)c->E, 1.0f, c->x.data,
+    blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)(3 * c->E), (int)c->E, 1.0f, c->x.data,
                 (int)c->E, c->w, (int)c->E, 0.0f, c->qkv, (int)(3 * c->E));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)c->E, (int)c->E, 1.0f, c->qkv, (int)(3 * c->E),
+    blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)c->E, (int)c->E, 1.0f, c->qkv, (int)(3 * c->E),
                 c->w + 3 * c->E * c->E, (int)c->E, 0.0f, c->o_blas, (int)c->E);
 }
 
@@ -1947,7 +1975,7 @@ static void run_mha_blas(void *p) {
 static void run_mha_baseline(void *p) {
     mha_call *c = p;
     int64_t E = c->E, D = E / c->H, sh[3] = {c->H, c->L, D}, st_in[3] = {D, 3 * E, 1}, st_out[3] = {D, E, 1};
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)(3 * E), (int)E, 1.0f, c->x.data, (int)E, c->w,
+    blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)(3 * E), (int)E, 1.0f, c->x.data, (int)E, c->w,
                 (int)E, 0.0f, c->qkv, (int)(3 * E));
     attn_tensor q, k, v, h;
     attn_tensor_init(&q, c->qkv, ATTN_F32, 3, sh, st_in, NULL), attn_tensor_init(&k, c->qkv + E, ATTN_F32, 3, sh, st_in, NULL);
@@ -1955,7 +1983,7 @@ static void run_mha_baseline(void *p) {
     attn_tensor_init(&h, c->heads, ATTN_F32, 3, sh, st_out, NULL);
     attn_error err;
     if (attn_sdpa(&h, NULL, NULL, &q, &k, &v, NULL, &err)) fail("%s", err.message);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)E, (int)E, 1.0f, c->heads, (int)E,
+    blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->L, (int)E, (int)E, 1.0f, c->heads, (int)E,
                 c->w + 3 * E * E, (int)E, 0.0f, c->o_blas, (int)E);
 }
 
@@ -2372,6 +2400,7 @@ int main(int argc, char **argv) {
         }
     }
     if (code) return code;
+    if (!ggml_dir) load_openblas(); /* before anything is measured: a run that cannot end well says so at once */
     if (threads) attn_set_num_threads(threads);
     hold_report();
     if (ggml_dir) { /* only when the user points at a ggml build */
@@ -2420,11 +2449,11 @@ int main(int argc, char **argv) {
      * starts takes a buffer of 128 MiB first, and under a memory limit
      * spins for it, so that a run short of memory for n threads hung
      * instead of saying so. */
-    openblas_set_num_threads(n);
+    blas_set_threads(n);
     /* OpenBLAS runs at most the threads it was built for (64 in Debian's):
      * the baselines' thread count, said where it is not n (the heading
      * said "100 threads" of a run whose OpenBLAS used 64) */
-    int blas_n = openblas_get_num_threads();
+    int blas_n = blas_get_threads();
     char blas_text[64] = "";
     if (blas_n != n) snprintf(blas_text, sizeof blas_text, " (OpenBLAS on %d, its most)", blas_n);
     char cpu[128], cpu_j[768], isa_j[192], jbuf[384]; /* _j: as JSON strings' insides */

@@ -1,5 +1,5 @@
 /* cmd_bench.c -- `attn bench`: runs attn-bench, installed beside attn. The
- * benchmark is a separate program because it links OpenBLAS for its
+ * benchmark is a separate program because it uses OpenBLAS for its
  * baseline, which neither the library nor this command depends on.
  * `attn bench --mpi`, under mpirun, runs `attn-mpi bench` instead (the ring
  * across the ranks; attn itself has no MPI in it). */

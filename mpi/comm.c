@@ -13,12 +13,14 @@ size_t attn_mpi_options_init(attn_mpi_options *options, size_t struct_size) {
     return attn_versioned_init(options, struct_size, &DEFAULTS, sizeof DEFAULTS);
 }
 
-/* MPI's text for an error code, after `what`. */
+/* MPI's text for an error code, after `what` and the rank it was with
+ * (peer; -1 for a collective, which names none). */
 static attn_status mpi_fail(attn_error *err, int code, const char *what, int peer) {
-    char text[MPI_MAX_ERROR_STRING];
+    char text[MPI_MAX_ERROR_STRING], with[32] = "";
     int len = 0;
     if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", code);
-    return ring_fail(err, ATTN_ERR_COMM, "%s (rank %d): %s", what, peer, text);
+    if (peer >= 0) snprintf(with, sizeof with, " (rank %d)", peer);
+    return ring_fail(err, ATTN_ERR_COMM, "%s%s: %s", what, with, text);
 }
 
 void attn_ring_progress(MPI_Request *req, int n) {
@@ -34,7 +36,8 @@ static attn_status wait_for(MPI_Request *req, int n, double timeout, int peer, d
     struct timespec nap = {0, 20000}; /* 20 µs between polls: a core for the other ranks, little latency */
     for (;;) {
         int done = 0, rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "a message to or from a neighbour failed", peer);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(err, rc, peer < 0 ? "a collective operation failed" : "a message to or from a neighbour failed", peer);
         if (done) break;
         if (MPI_Wtime() > deadline && peer < 0)
             return ring_fail(err, ATTN_ERR_COMM, "the ranks did not all answer within %g s: one stopped, failed or hangs",
@@ -50,6 +53,12 @@ static attn_status wait_for(MPI_Request *req, int n, double timeout, int peer, d
 
 attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
     return wait_for(req, n, R->timeout, peer, &R->stats.wait_s, err);
+}
+
+/* A collective of R's communicator: every rank takes part, so that the
+ * one that stopped may be any of them, not the left neighbour. */
+static attn_status wait_collective(ring *R, MPI_Request *req, attn_error *err) {
+    return attn_ring_wait(R, req, 1, -1, err);
 }
 
 uint64_t attn_ring_digest(uint64_t h, const void *bytes, size_t n) {
@@ -174,7 +183,7 @@ attn_status attn_ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *optio
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot duplicate the communicator", -1);
     MPI_Comm_rank(comm, &R->rank), MPI_Comm_size(comm, &R->size);
     R->left = (R->rank + R->size - 1) % R->size, R->right = (R->rank + 1) % R->size;
-    st = attn_ring_wait(R, &req, 1, R->left, err);
+    st = wait_collective(R, &req, err);
     if (st) { /* a duplicate never finished is not ours to free */
         R->comm = MPI_COMM_NULL;
         return st;
@@ -196,16 +205,16 @@ attn_status attn_ring_agree(ring *R, attn_status st, attn_error *err) {
     int mine = st ? R->rank : R->size, first = R->size;
     MPI_Request req;
     int rc = MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, R->comm, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot agree on the call's status", R->rank);
-    attn_status wst = attn_ring_wait(R, &req, 1, R->left, err);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot agree on the call's status", -1);
+    attn_status wst = wait_collective(R, &req, err);
     if (wst) return wst;
     if (first == R->size) return ATTN_OK;
     struct { int status; char message[ATTN_ERROR_MESSAGE_SIZE]; } what;
     memset(&what, 0, sizeof what);
     if (R->rank == first) what.status = (int)st, memcpy(what.message, err->message, sizeof what.message);
     rc = MPI_Ibcast(&what, (int)sizeof what, MPI_BYTE, first, R->comm, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot share an error", first);
-    if ((wst = attn_ring_wait(R, &req, 1, first, err))) return wst;
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot share an error", -1);
+    if ((wst = wait_collective(R, &req, err))) return wst;
     what.message[sizeof what.message - 1] = 0;
     /* The first failing rank's error as it is, there and where this rank
      * failed alike (an error the ranks already agreed on, the same
@@ -218,8 +227,8 @@ attn_status attn_ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, 
     int64_t mine[2] = {Lr, Sr}, sum[2] = {0, 0};
     MPI_Request req;
     int rc = MPI_Iallreduce(mine, sum, 2, MPI_INT64_T, MPI_SUM, R->comm, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot sum the shards' lengths", R->rank);
-    attn_status st = attn_ring_wait(R, &req, 1, R->left, err);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot sum the shards' lengths", -1);
+    attn_status st = wait_collective(R, &req, err);
     if (st) return st;
     R->L = sum[0], R->S = sum[1];
     attn_mpi_shard ks;

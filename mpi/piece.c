@@ -14,7 +14,7 @@ attn_sdpa_options attn_ring_piece_options(const ring *R, const attn_mpi_shard *k
     attn_sdpa_options o = R->so;
     o.query_start = R->qs.start[a], o.key_start = ks->start[b];
     o.total_queries = R->L, o.total_keys = R->S;
-    if (R->so.mask) { /* this rank's rows of segment a, the whole's columns of segment b */
+    if (ring_mask_cut(R->so.mask)) { /* this rank's rows of segment a, the whole's columns of segment b */
         const attn_tensor *m = R->so.mask;
         int r = m->rank;
         *mask_view = *m;
@@ -68,12 +68,16 @@ attn_status attn_ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX
         if (attn_dtype_size(kv[i]->dtype) == 0)
             return ring_fail(err, ATTN_ERR_DTYPE, "%s is %s; the ring takes float keys and values (attn_dequantize widens "
                              "quantized ones)", i ? "v" : "k", attn_dtype_name(kv[i]->dtype));
-    if (o->mask) { /* the whole's keys as columns: checked here, then cut to this rank's for attn_sdpa's checks */
+    /* The whole's keys as columns: checked here, then cut to this rank's
+     * for attn_sdpa's checks. A mask of rank 0 (one bias for every score)
+     * has no columns to cut; one of a rank no tensor has has no shape to
+     * read, and is attn_sdpa's to refuse, in its words. */
+    if (ring_mask_cut(o->mask)) {
         const attn_tensor *m = o->mask;
         int r = m->rank;
-        if (r < 1 || (m->shape[r - 1] != R->S && m->shape[r - 1] != 1))
+        if (m->shape[r - 1] != R->S && m->shape[r - 1] != 1)
             return ring_fail(err, ATTN_ERR_MASK, "the mask's last dimension is %lld; it must be the whole sequence's %lld "
-                             "keys (or 1)", r < 1 ? 0LL : (long long)m->shape[r - 1], (long long)R->S);
+                             "keys (or 1)", (long long)m->shape[r - 1], (long long)R->S);
         if (r >= 2 && m->shape[r - 2] != R->qs.rows && m->shape[r - 2] != 1)
             return ring_fail(err, ATTN_ERR_MASK, "the mask has %lld rows; it must have this rank's %lld queries (or 1)",
                              (long long)m->shape[r - 2], (long long)R->qs.rows);
@@ -86,7 +90,7 @@ attn_status attn_ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX
 attn_sdpa_options attn_ring_local_options(const ring *R, int64_t k_rows, attn_tensor *mask_view) {
     attn_sdpa_options local = R->so;
     const attn_tensor *m = R->so.mask;
-    if (m) {
+    if (ring_mask_cut(m)) {
         int r = m->rank;
         *mask_view = m->shape[r - 1] == 1 ? *m : ring_rows(m, r - 1, 0, k_rows);
         local.mask = mask_view;

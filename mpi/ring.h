@@ -91,6 +91,12 @@ attn_status attn_ring_check(const ring *R, int *rank, int64_t out_shape[ATTN_MAX
 attn_status attn_ring_check_outputs(const attn_tensor *const *outs, int n_outs, const attn_tensor *const *ins, int n_ins,
                                     const char *const *names, attn_error *err);
 
+/* Whether the ring cuts mask m into pieces: it has keys as its last
+ * dimension (rank 1 and up). One of rank 0 is every piece's as it is; one
+ * of a rank outside 0..ATTN_MAX_RANK has no shape to cut, and attn_sdpa
+ * refuses it. */
+static inline bool ring_mask_cut(const attn_tensor *m) { return m && m->rank >= 1 && m->rank <= ATTN_MAX_RANK; }
+
 /* Rows [r0, r0 + n) of t along dimension dim, as a view. */
 static inline attn_tensor ring_rows(const attn_tensor *t, int dim, int64_t r0, int64_t n) {
     attn_tensor v = *t;

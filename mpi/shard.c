@@ -51,10 +51,22 @@ static attn_status check_pair(const attn_tensor *local, const attn_tensor *whole
     if (local->shape[d] != sh->rows)
         return ring_fail(err, ATTN_ERR_SHAPE, "local has %lld rows; the shard has %lld", (long long)local->shape[d],
                          (long long)sh->rows);
-    for (int i = 0; i < sh->count; i++)
-        if (sh->start[i] < 0 || sh->length[i] < 0 || sh->start[i] + sh->length[i] > whole->shape[d])
-            return ring_fail(err, ATTN_ERR_SHAPE, "the shard's segment %d passes whole's %lld rows", i,
-                             (long long)whole->shape[d]);
+    /* A shard the caller filled in, not attn_mpi_shard_of: the copy
+     * trusts count to index start[] and length[], and the lengths to fill
+     * local's rows exactly, no more. */
+    if (sh->count < 1 || sh->count > 2)
+        return ring_fail(err, ATTN_ERR_SHAPE, "the shard has %d segments; a shard has 1 or 2", sh->count);
+    int64_t rows = 0;
+    for (int i = 0; i < sh->count; i++) {
+        if (sh->start[i] < 0 || sh->length[i] < 0 || sh->start[i] > whole->shape[d] ||
+            sh->length[i] > whole->shape[d] - sh->start[i])
+            return ring_fail(err, ATTN_ERR_SHAPE, "the shard's segment %d (%lld rows from %lld) passes whole's %lld rows", i,
+                             (long long)sh->length[i], (long long)sh->start[i], (long long)whole->shape[d]);
+        rows += sh->length[i]; /* each at most whole's rows: no overflow */
+    }
+    if (rows != sh->rows)
+        return ring_fail(err, ATTN_ERR_SHAPE, "the shard's segments hold %lld rows but its rows are %lld", (long long)rows,
+                         (long long)sh->rows);
     return ATTN_OK;
 }
 

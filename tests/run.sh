@@ -368,6 +368,27 @@ bench_arguments() {
     err=$("$BUILD/attn-bench" --mpi 2>&1 >/dev/null)
     [ $? -eq 2 ] && echo "$err" | grep -q "^attn: error: --mpi is for \`attn bench --mpi\`" &&
         echo "ok bench_mpi_run_directly_says_where" || echo "FAIL bench_mpi_run_directly_says_where: $err"
+    # OpenBLAS missing where the bench runs (libopenblas-dev on the build
+    # machine only): a copy of attn and attn-bench whose attn-bench asks
+    # for a library of another name. --help works, a run is one error line
+    # naming OpenBLAS, status 1, before anything is timed, and --ggml (which
+    # needs no OpenBLAS) goes on to its own error; the loader's "error
+    # while loading shared libraries" and status 127 were all a run said.
+    nob="$BUILD/bench-no-openblas"
+    rm -rf "$nob" && mkdir -p "$nob" && cp "$BUILD/attn" "$nob/attn" &&
+        $PY -c 'import sys; b = open(sys.argv[1], "rb").read(); assert b"libopenblas.so" in b
+open(sys.argv[2], "wb").write(b.replace(b"libopenblas.so", b"libopenblaz.so"))' "$BUILD/attn-bench" "$nob/attn-bench" &&
+        chmod +x "$nob/attn-bench"
+    "$nob/attn" bench --help >/dev/null 2>&1 && echo "ok bench_help_without_openblas" || echo "FAIL bench_help_without_openblas"
+    text=$(timeout -s ALRM 5 "$nob/attn" bench --quick --json 2>"$BUILD/bench_err")
+    code=$? err=$(cat "$BUILD/bench_err")
+    [ $code -eq 1 ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
+        [ "${err#"attn: error: cannot load OpenBLAS"}" != "$err" ] && echo "ok bench_without_openblas_is_an_error" ||
+        echo "FAIL bench_without_openblas_is_an_error: exit $code, stdout ${#text} bytes, stderr: $err"
+    err=$(timeout -s ALRM 5 "$nob/attn" bench --quick --ggml "$BUILD/no-ggml-here" 2>&1 >/dev/null)
+    [ $? -eq 1 ] && [ "${err#"attn: error: --ggml: cannot load $BUILD/no-ggml-here"}" != "$err" ] &&
+        echo "ok bench_ggml_without_openblas" || echo "FAIL bench_ggml_without_openblas: $err"
+    rm -rf "$nob"
 }
 suite "attn bench: its arguments (nothing timed)" bench_arguments
 ggml_dir=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64

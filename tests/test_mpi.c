@@ -50,7 +50,7 @@ typedef struct mcase {
     attn_mpi_layout layout;
     attn_causal causal;
     int64_t L, S, Bq, Bk, Hq, Hk;
-    int mask;        /* 0 none, 1 bool (L, S), 2 float (1, S) broadcast over rows */
+    int mask;        /* 0 none, 1 bool (L, S), 2 float (1, S) broadcast over rows, 3 float of rank 0 */
     bool variants;   /* softcap, ALiBi, a window, a sink and RoPE */
     bool nan_query;  /* one element of q NaN: its row NaN, forward and backward */
 } mcase;
@@ -75,7 +75,7 @@ static void run_case(const mcase *c) {
     attn_tensor out = make(c->dt, 4, so), lse = make(c->dt, 3, so), mask = {0};
     attn_tensor g[3] = {make(c->dt, 4, sq), make(c->dt, 4, sk), make(c->dt, 4, sv)};
     if (c->mask) {
-        mask = make(c->mask == 1 ? ATTN_BOOL : c->dt, 2, sm);
+        mask = make(c->mask == 1 ? ATTN_BOOL : c->dt, c->mask == 3 ? 0 : 2, sm);
         if (c->mask == 1)
             for (int64_t i = 0; i < c->L; i++) ((unsigned char *)mask.data)[i * c->S + i % c->S] = 1; /* a key for every row */
     }
@@ -492,6 +492,68 @@ static void disagreements(void) {
  * with their scales, as attn_sdpa takes them) and backward, and from
  * attn_mpi_shard_rows, rather than an attention of whatever the buffers
  * held. */
+/* A mask of a rank no tensor has: attn_sdpa's error on every rank, read
+ * from its rank alone (its shape past ATTN_MAX_RANK is no dimension), the
+ * forward's and the backward's. */
+static void mask_rank_out_of_range(void) {
+    int64_t rows = 2, n = 4 * size_, s[3] = {2, rows, 4}, ls[2] = {2, rows};
+    attn_tensor q = make(ATTN_F64, 3, s), out = make(ATTN_F64, 3, s), lse = make(ATTN_F64, 2, ls), dq = make(ATTN_F64, 3, s);
+    int64_t ms[2] = {rows, n};
+    attn_tensor mask = make(ATTN_F64, 2, ms);
+    attn_sdpa_options so = attn_sdpa_options_default();
+    so.mask = &mask;
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 30, mo.attention = &so;
+    attn_error err;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128], name[64];
+    const int RANKS[3] = {ATTN_MAX_RANK + 1, 1000, -1};
+    for (int i = 0; i < 3; i++) {
+        mask.rank = RANKS[i];
+        attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &q, &q, &q, &mo, &err);
+        attn_status sb = attn_mpi_sdpa_backward(MPI_COMM_WORLD, &dq, NULL, NULL, &out, &q, &q, &q, &out, &lse, &mo, &err);
+        char want[64];
+        snprintf(want, sizeof want, "mask has rank %d but the output has rank 3", RANKS[i]);
+        snprintf(why, sizeof why, "status %d, %d: %s", (int)st, (int)sb, err.message);
+        snprintf(name, sizeof name, "err_mask_rank_%s", i == 0 ? "above_max" : i == 1 ? "far_above_max" : "negative");
+        mcheck(st == ATTN_ERR_MASK && sb == ATTN_ERR_MASK && strstr(err.message, want) && same_everywhere(sb, err.message),
+               name, why);
+    }
+    free(q.data), free(out.data), free(lse.data), free(dq.data), free(mask.data);
+}
+
+/* attn_mpi_shard_rows and attn_mpi_unshard_rows with a shard that is no
+ * layout's: more segments than a shard has, segments whose lengths are
+ * not its rows, a segment past the whole or beyond int64_t. Refused, and
+ * nothing written (the copy ran past local's rows, or whole's). */
+static void shard_struct_checked(void) {
+    int64_t ws[2] = {8, 2}, ls[2] = {4, 2};
+    double whole[16 + 8], local[8 + 8]; /* room past each: a write there is seen, not a crash */
+    attn_tensor tw, tl;
+    attn_tensor_init(&tw, whole, ATTN_F64, 2, ws, NULL, NULL), attn_tensor_init(&tl, local, ATTN_F64, 2, ls, NULL, NULL);
+    const attn_mpi_shard BAD[] = {
+        {3, {0, 4}, {2, 2}, 4},              /* three segments */
+        {0, {0, 0}, {0, 0}, 4},              /* none */
+        {2, {0, 4}, {4, 4}, 4},              /* 8 rows in segments of a 4-row shard */
+        {2, {0, 6}, {1, 1}, 4},              /* 2 rows in segments of a 4-row shard */
+        {1, {INT64_MAX, 0}, {4, 0}, 4},      /* a start beyond int64_t's end once added */
+        {2, {0, 0}, {-2, 6}, 4},             /* a negative length */
+    };
+    char why[ATTN_ERROR_MESSAGE_SIZE + 128], name[64];
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        for (int j = 0; j < 24; j++) whole[j] = j;
+        for (int j = 0; j < 16; j++) local[j] = -1;
+        attn_error err;
+        attn_status a = attn_mpi_shard_rows(&tl, &tw, 0, &BAD[i], &err);
+        attn_status b = attn_mpi_unshard_rows(&tw, &tl, 0, &BAD[i], &err);
+        bool untouched = true;
+        for (int j = 0; j < 24; j++) untouched &= whole[j] == j;
+        for (int j = 0; j < 16; j++) untouched &= local[j] == -1;
+        snprintf(why, sizeof why, "status %d, %d, untouched %d: %s", (int)a, (int)b, untouched, err.message);
+        snprintf(name, sizeof name, "err_shard_struct_%zu", i);
+        mcheck(a == ATTN_ERR_SHAPE && b == ATTN_ERR_SHAPE && untouched, name, why);
+    }
+}
+
 static void quantized_keys(void) {
     int64_t H = 2, s[3] = {H, 4, 8};
     attn_tensor q = make(ATTN_F32, 3, s), k = make(ATTN_F32, 3, s), v = make(ATTN_F32, 3, s);
@@ -609,6 +671,8 @@ int main(int argc, char **argv) {
         {"ring_f64_bool_mask", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_NONE, 30, 33, 1, 1, 2, 2, 1, false, false},
         {"ring_f64_float_mask_broadcast_causal", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 33, 33, 1, 1, 2, 2, 2,
          false, false},
+        /* A mask of rank 0, one bias for every score, as attn_sdpa takes it. */
+        {"ring_f64_scalar_mask_causal", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 31, 31, 1, 1, 2, 1, 3, false, false},
         {"ring_f64_variants_rope_sinks", ATTN_F64, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_BOTTOM_RIGHT, 35, 35, 1, 1, 2, 1, 0, true, false},
         {"ring_f32_causal_zigzag", ATTN_F32, ATTN_MPI_ZIGZAG, ATTN_CAUSAL_TOP_LEFT, 300, 300, 1, 1, 2, 1, 0, false, false},
         {"ring_f32_variants_rope_sinks", ATTN_F32, ATTN_MPI_CONTIGUOUS, ATTN_CAUSAL_TOP_LEFT, 90, 90, 1, 1, 2, 2, 0, true, false},
@@ -634,6 +698,8 @@ int main(int argc, char **argv) {
     one_rank_options();
     disagreements();
     quantized_keys();
+    mask_rank_out_of_range();
+    shard_struct_checked();
     half_queries();
     MPI_Finalize();
     return n_failed ? 1 : 0;

@@ -45,11 +45,24 @@ static int agree(int code, char *msg, size_t n) {
     return what;
 }
 
+/* No answer from some rank within the timeout (ATTN_ERR_COMM): said from
+ * this rank, which then ends without MPI_Finalize, so that mpirun ends the
+ * job. The ranks cannot agree on anything more: those that had their
+ * answers go on to the next collective and would wait there for ever for
+ * the ones that stopped waiting (and mpirun for a stopped rank). */
+static _Noreturn void lost(const char *message) {
+    fprintf(loud, "attn: error: rank %d: %s\n", rank_, message);
+    fflush(loud);
+    _exit(EXIT_DATA);
+}
+
 /* attn_mpi_same's verdict on this rank's values as the command's 0 or 1,
  * with the message (the same on every rank). */
 static int same(const attn_mpi_value *v, int count, double timeout, char *msg, size_t n) {
     attn_error err;
-    if (attn_mpi_same(MPI_COMM_WORLD, v, count, timeout, &err) == ATTN_OK) return 0;
+    attn_status st = attn_mpi_same(MPI_COMM_WORLD, v, count, timeout, &err);
+    if (st == ATTN_OK) return 0;
+    if (st == ATTN_ERR_COMM) lost(err.message);
     snprintf(msg, n, "%s", err.message);
     return 1;
 }
@@ -211,12 +224,15 @@ static int same_outcome(int code) {
     return EXIT_USAGE;
 }
 
-/* For the tests: stop or kill this rank when ATTN_MPI_FAULT names it. */
-static void fault_hook(void) {
-    const char *f = getenv("ATTN_MPI_FAULT");
-    if (!f) return;
-    int which = atoi(strchr(f, ':') ? strchr(f, ':') + 1 : "-1");
-    if (which != rank_) return;
+/* For the tests: stop or kill this rank when ATTN_MPI_FAULT names it and
+ * the moment: "stop:R" and "kill:R" just before the attention, "stop-first:R"
+ * and "kill-first:R" before the ranks first compare their command lines. */
+static void fault_hook(bool first) {
+    const char *f = getenv("ATTN_MPI_FAULT"), *colon = f ? strchr(f, ':') : NULL;
+    if (!colon || atoi(colon + 1) != rank_) return;
+    size_t n = (size_t)(colon - f);
+    if (n != (first ? 10 : 4)) return; /* "stop" or "stop-first" and the like: the moment named */
+    if (first && strncmp(f + 4, "-first", 6) != 0) return;
     if (strncmp(f, "stop", 4) == 0) raise(SIGSTOP);
     if (strncmp(f, "kill", 4) == 0) raise(SIGKILL);
 }
@@ -321,6 +337,7 @@ static int run(const mpi_args *a) {
     char msg[ATTN_ERROR_MESSAGE_SIZE + 256] = "";
     int64_t L = 0;
     cli_output outs[2];
+    fault_hook(true);
     int code = same_options(a, msg, sizeof msg) ? EXIT_USAGE : 0;
     if (!code) code = resolve_outputs(a, outs, msg, sizeof msg);
     if (!code) code = read_inputs(a, in, &L, msg, sizeof msg);
@@ -351,14 +368,10 @@ static int run(const mpi_args *a) {
         attn_tensor_init(&out, NULL, in[0].dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, rank, shape, NULL, NULL);
         attn_tensor_init(&lse, NULL, out.dtype, rank - 1, shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * 8 + 8), lse.data = malloc((size_t)attn_tensor_numel(&lse) * 8 + 8);
-        fault_hook();
+        fault_hook(false);
         attn_status st = out.data && lse.data ? attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &in[0], &in[1], &in[2], &mo, &err)
                                               : ATTN_ERR_NO_MEMORY;
-        if (st == ATTN_ERR_COMM) { /* the ring is broken: say so from here, and bring the job down */
-            fprintf(loud, "attn: error: rank %d: %s\n", rank_, err.message);
-            fflush(loud);
-            _exit(EXIT_DATA); /* without MPI_Finalize: mpirun ends the job, a stopped rank too */
-        }
+        if (st == ATTN_ERR_COMM) lost(err.message); /* the ring is broken: said from here, the job brought down */
         if (st) code = snprintf(msg, sizeof msg, "%s", st == ATTN_ERR_NO_MEMORY && !out.data ? "out of memory" : err.message) > 0;
         code = agree(code, msg, sizeof msg) ? EXIT_DATA : 0;
         if (!code) code = write_outputs(a, outs, &out, a->lse ? &lse : NULL, L, msg, sizeof msg);

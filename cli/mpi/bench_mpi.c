@@ -219,6 +219,18 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
      * (--quick after --seq replaced it with its own). */
     if (quick) seqs[0] = 256 * size, nseq = 1, reps = 1;
     if (seq) seqs[0] = seq, nseq = 1;
+    /* A length's tensors before any is allocated: rank 0's whole q, k, v
+     * and out for the single run, beside the ranks' shards of the same (on
+     * one node when mpirun runs them on one machine), 8 H L E floats. Over
+     * half the node's memory is refused: the run allocated what it could,
+     * printed a table of failures ("data is NULL"), or swapped and computed
+     * for hours. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0, need = 8.0 * 8 * 64 * 4 * (double)seqs[0];
+    if (seq && memory > 0 && need > memory / 2)
+        return cli_error(EXIT_USAGE, "--seq %ld needs %.1f GiB for its tensors (8 heads of 64, f32: q, k, v and out on one "
+                         "rank and in the ranks' shards), over half of this node's %.1f GiB: give a shorter length", seq,
+                         need / 1073741824.0, memory / 1073741824.0);
     int node_ranks, per_rank = threads_per_rank(&node_ranks);
     cpu_set_t mask;
     int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < per_rank * node_ranks;
