@@ -389,6 +389,16 @@ static void test_dropout(void) {
     for (int64_t i = 0; i < (int64_t)n; i++) kept += ((unsigned char *)keep.data)[i];
     check(st == ATTN_OK && fabs(kept - 0.7 * n) < 5 * sigma, "dropout_kept_fraction_within_5_sigma",
           "status %d, kept %.0f of %.0f, expected %.0f +- %.0f", (int)st, kept, n, 0.7 * n, 5 * sigma);
+    /* p counts to 2^-32 (attn.h, dropout_p): one below it drops nothing. */
+    attn_tensor keep_all = make(ATTN_BOOL, 3, sw);
+    o.dropout_p = ldexp(1, -33);
+    st = attn_sdpa_dropout_mask(&keep_all, &q, &k, &k, &o, &err);
+    kept = 0;
+    for (int64_t i = 0; i < (int64_t)n; i++) kept += ((unsigned char *)keep_all.data)[i];
+    check(st == ATTN_OK && kept == n, "dropout_p_below_2_pow_minus_32_keeps_every_weight", "status %d, kept %.0f of %.0f",
+          (int)st, kept, n);
+    free(keep_all.data);
+    o.dropout_p = 0.3;
 
     /* p = 0 with a seed is bitwise no dropout, on flash, decode, exact and both backward kernels. */
     int64_t sd[3] = {2, 2, 32}, skd[3] = {1, 4096, 32}, sl[2] = {4, 256}, sl2[2] = {2, 2};
