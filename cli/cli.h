@@ -53,6 +53,26 @@ typedef struct cli_setting {
  * repetition goes unnoticed whatever the parser would have done with it. */
 int cli_check_repeats(int argc, char **argv, const cli_setting *table);
 
+/* The rule every subcommand follows for help, as git's and GNU's tools do:
+ * -h or --help anywhere among its arguments (but as an option's value, which
+ * the table tells: "-o --help" names a file) asks for its help, which is
+ * printed with exit status 0 whatever the other arguments are; none of them
+ * is checked. Run before anything else reads the arguments. */
+bool cli_help_asked(int argc, char **argv, const cli_setting *table);
+
+/* The usage error for a bad value of an option, every such error worded
+ * alike: "OPTION 'VALUE' WHY" (WHY from fmt), the value quoted as the shell
+ * would read it back, so that an empty value or one with spaces shows
+ * where it begins and ends. Returns EXIT_USAGE. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+int cli_bad_value(const char *option, const char *value, const char *fmt, ...);
+
+/* The usage error for an argument the subcommand `command` does not take,
+ * quoted as cli_bad_value quotes a value. Returns EXIT_USAGE. */
+int cli_unknown_argument(const char *command, const char *arg);
+
 /* The RoPE flags both attention commands take: --rope halves|interleaved,
  * --rope-base B, --rope-dim N and --rope-offset P. True when argv[*i] was
  * one of them (then *i moves past it, and *code is set on a bad value);

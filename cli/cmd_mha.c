@@ -265,13 +265,14 @@ static int parse(int argc, char **argv, mha_args *a) {
     memset(a, 0, sizeof *a);
     a->rope = attn_rope_options_default();
     a->residual = -1;
+    if (cli_help_asked(argc, argv, MHA_SETTINGS)) {
+        cli_print_usage(stdout, MHA_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, MHA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, MHA_USAGE);
-            return -1;
-        } else if (cli_option(argc, argv, &i, "-x", "--input", &a->x, &code) ||
+        if (cli_option(argc, argv, &i, "-x", "--input", &a->x, &code) ||
                    cli_option(argc, argv, &i, NULL, "--key", &a->key, &code) ||
                    cli_option(argc, argv, &i, NULL, "--value", &a->value, &code) ||
                    cli_option(argc, argv, &i, NULL, "--weights", &a->weights, &code) ||
@@ -279,9 +280,9 @@ static int parse(int argc, char **argv, mha_args *a) {
                    cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) ||
                    cli_option(argc, argv, &i, "-w", "--weights-out", &a->wout, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
-            if (val && !cli_parse_int(val, 1, 1 << 20, &a->heads)) code = cli_error(EXIT_USAGE, "--heads %s is not a whole number from 1", val);
+            if (val && !cli_parse_int(val, 1, 1 << 20, &a->heads)) code = cli_bad_value("--heads", val, "is not a whole number from 1 to %d", 1 << 20);
         } else if (cli_option(argc, argv, &i, NULL, "--kv-heads", &val, &code)) {
-            if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_error(EXIT_USAGE, "--kv-heads %s is not a whole number from 1", val);
+            if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_bad_value("--kv-heads", val, "is not a whole number from 1 to %d", 1 << 20);
         } else if (cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code)) {
         } else if (cli_score_option(argc, argv, &i, &a->score, &code)) {
         } else if (strcmp(arg, "--incremental") == 0) {
@@ -291,16 +292,16 @@ static int parse(int argc, char **argv, mha_args *a) {
             static const attn_dtype CODES[7] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q4C, ATTN_Q2C};
             int f = 0;
             while (val && f < 7 && strcmp(val, FORMATS[f])) f++;
-            if (val && f == 7) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not '%s'", val);
+            if (val && f == 7) code = cli_bad_value("--kv", val, "is not q8, q4, q4_1, e4m3, e5m2, q4c or q2c");
             else if (val) a->kv = CODES[f];
         } else if (strcmp(arg, "--hadamard") == 0) {
             a->hadamard = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv-residual", &val, &code)) {
             if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &a->residual) || a->residual % 32))
-                code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
-                                 ATTN_KEY_RESIDUAL_MAX);
+                code = cli_bad_value("--kv-residual", val, "is not 0 or a multiple of 32 up to %d",
+                                     ATTN_KEY_RESIDUAL_MAX);
         } else {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn mha --help)", arg);
+            code = cli_unknown_argument("mha", arg);
         }
     }
     if (code) return code;

@@ -329,13 +329,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
     int code = 0;
     bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
     cli_score score = {0};
+    if (cli_help_asked(argc, argv, SDPA_SETTINGS)) {
+        cli_print_usage(stdout, SDPA_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, SDPA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, SDPA_USAGE);
-            return -1;
-        } else if (cli_option(argc, argv, &i, "-q", "--query", &in[0].path, &code) ||
+        if (cli_option(argc, argv, &i, "-q", "--query", &in[0].path, &code) ||
                    cli_option(argc, argv, &i, "-k", "--key", &in[1].path, &code) ||
                    cli_option(argc, argv, &i, "-v", "--value", &in[2].path, &code) ||
                    cli_option(argc, argv, &i, "-m", "--mask", &in[3].path, &code) ||
@@ -357,27 +358,27 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
             dropout = true;
             if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p > 1))
-                code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to 1", val);
+                code = cli_bad_value("--dropout", val, "is not a number from 0 to 1");
         } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
             seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
-                code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
+                code = cli_bad_value("--seed", val, "is not a non-negative whole number");
         } else if (cli_score_option(argc, argv, &i, &score, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
-                code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
+                code = cli_bad_value("--scale", val, "is not a finite number");
             opts->has_scale = 1;
         } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
             long n = 0;
             if (val && !cli_parse_int(val, 1, 256, &n))
-                code = cli_error(EXIT_USAGE, "--threads %s is not a whole number from 1 to 256", val);
+                code = cli_bad_value("--threads", val, "is not a whole number from 1 to 256");
             else if (val)
                 attn_set_num_threads((int)n);
         } else if (strcmp(arg, "--compute=bf16") == 0 || strcmp(arg, "--compute=f32") == 0) {
             opts->compute = arg[10] == 'b' ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
             i++;
         } else if (strncmp(arg, "--compute", 9) == 0) {
-            code = cli_error(EXIT_USAGE, "--compute takes =f32 or =bf16, not '%s'", arg);
+            code = cli_bad_value("--compute", arg, "is not --compute=f32 or --compute=bf16");
         } else if (cli_option(argc, argv, &i, NULL, "--kv-scale", &val, &code)) {
             char first[64], *comma = val ? strchr(val, ',') : NULL;
             size_t len = comma ? (size_t)(comma - val) : val ? strlen(val) : 0;
@@ -385,14 +386,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             if (val && (len >= sizeof first || !cli_parse_double(first, &kv_scale[0]) ||
                         !cli_parse_double(comma ? comma + 1 : first, &kv_scale[1]) || !(kv_scale[0] > 0) ||
                         !(kv_scale[1] > 0) || kv_scale[0] > FLT_MAX || kv_scale[1] > FLT_MAX))
-                code = cli_error(EXIT_USAGE, "--kv-scale %s is not one or two finite numbers above 0 (S or S,SV)", val);
+                code = cli_bad_value("--kv-scale", val, "is not one or two finite numbers above 0 (S or S,SV)");
         } else if (strcmp(arg, "--hadamard") == 0) {
             kv_hadamard = true;
             i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv-residual", &val, &code)) {
             if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &kv_residual) || kv_residual % 32))
-                code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
-                                 ATTN_KEY_RESIDUAL_MAX);
+                code = cli_bad_value("--kv-residual", val, "is not 0 or a multiple of 32 up to %d",
+                                     ATTN_KEY_RESIDUAL_MAX);
         } else if (strcmp(arg, "--kv-bf16") == 0) {
             *kv_store = ATTN_BF16;
             i++;
@@ -403,10 +404,10 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             int f = 0;
             while (val && f < 8 && strcmp(val, NAMES[f])) f++;
             if (!code && f == 8)
-                code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not '%s'", val);
+                code = cli_bad_value("--kv", val, "is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c");
             else if (!code) *kv_store = CODES[f];
         } else {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn sdpa --help)", arg);
+            code = cli_unknown_argument("sdpa", arg);
         }
     }
     if (code) return code;

@@ -306,8 +306,8 @@ def main():
                    f"exit {r.returncode}: {r.stderr.strip()}")
     else:
         print(f"skip bench_through_symlink: no attn-bench beside {ATTN} (make bench)")
-    expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale nan is not a finite number")
-    expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
+    expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale 'nan' is not a finite number")
+    expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale 'big' is not a finite")
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
     expect_error("usage_same_outputs", base + ["-w", "out.npy"], 2, r"same file")
     # One file by two spellings: both outputs would be renamed onto it, and
@@ -337,7 +337,7 @@ def main():
         extra = ["--dropout", "0.5"] if flag == "--seed" else []
         shown = value.replace("\t", "\\t").replace("\n", "\\n")  # the one line shows control bytes escaped
         expect_error("usage_leading_space_%s_%s" % (flag.lstrip("-"), value.strip().lstrip("-")),
-                     base + extra + [flag, value], 2, re.escape(flag + " " + shown) + " is not")
+                     base + extra + [flag, value], 2, re.escape(flag + " '" + shown + "'") + " is not")
     # Whatever an argument holds, the error is one line, and no escape
     # sequence reaches the terminal: a newline or an ESC shows as \n, \x1b.
     expect_error("usage_error_is_one_line", base + ["--bogus\nattn: error: \x1b[2Jforged"], 2,
@@ -638,7 +638,7 @@ def main():
                                       save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
                                       "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
     expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
-                 r"--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not 'q5'")
+                 r"--kv 'q5' is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c")
     # --kv q4c / q2c: a cache with keys per channel over groups of 32 positions
     # (the 40 keys: one group, quantized from their float16 values, and 8 in
     # float16) and q4_1 values; out against NumPy's reference of the layouts,
@@ -708,10 +708,10 @@ def main():
                (err, r.stderr))
     for case, extra, pattern in (
             ("not_multiple_of_32", ["--kv", "q4c", "--kv-residual", "48"],
-             r"--kv-residual 48 is not 0 or a multiple of 32 up to 1024"),
+             r"--kv-residual '48' is not 0 or a multiple of 32 up to 1024"),
             ("too_large", ["--kv", "q4c", "--kv-residual", "2048"],
-             r"--kv-residual 2048 is not 0 or a multiple of 32 up to 1024"),
-            ("negative", ["--kv", "q2c", "--kv-residual=-32"], r"--kv-residual -32 is not 0 or a multiple of 32"),
+             r"--kv-residual '2048' is not 0 or a multiple of 32 up to 1024"),
+            ("negative", ["--kv", "q2c", "--kv-residual=-32"], r"--kv-residual '-32' is not 0 or a multiple of 32"),
             ("without_per_channel_keys", ["--kv", "q8", "--kv-residual", "64"],
              r"--kv-residual keeps recent keys of a per-channel cache in float16: give --kv q4c or --kv q2c"),
             ("without_kv", ["--kv-residual", "64"], r"--kv-residual keeps recent keys"),
@@ -802,7 +802,7 @@ def main():
            r.stderr or str(shapes))
 
     # Dropout: its flags' errors, and the mask written out, bool and shaped like the weights.
-    expect_error("dropout_above_one", base + ["--dropout", "1.5"], 2, r"--dropout 1\.5 is not a number from 0 to 1")
+    expect_error("dropout_above_one", base + ["--dropout", "1.5"], 2, r"--dropout '1\.5' is not a number from 0 to 1")
     # p = 1 is PyTorch's too: every weight dropped, so out, the weights and
     # every gradient are zeros, and the mask all false.
     r = attn(*(base + ["--dropout", "1", "--dropout-mask", "keep.npy", "-w", "w.npy", "--grad-out", pdo] + grads))
@@ -811,7 +811,7 @@ def main():
     keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.ones(1, bool)
     report("dropout_one_gives_zeros", len(got) == 5 and all(a.size and not a.any() for a in got) and not keep.any(),
            r.stderr or str([float(np.abs(a).max()) for a in got]))
-    expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed -1")
+    expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed '-1'")
     # --seed alone seeded nothing and was ignored: refused, as other options needing another are.
     expect_error("seed_without_dropout", base + ["--seed", "9"], 2,
                  r"^attn: error: --seed seeds the dropout mask: give --dropout P too$")

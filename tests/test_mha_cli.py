@@ -440,7 +440,7 @@ def quantized_cache(c, rng):
     base = ["--weights", c.path("quant.safetensors"), "--heads", "4"]
     for case, args, want in (
             ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
-             "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not 'q3'"),
+             "--kv 'q3' is not q8, q4, q4_1, e4m3, e5m2, q4c or q2c"),
             ("without_incremental", ["-x", c.path("qx32.npy"), "--kv", "q8"], "give --incremental too"),
             ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 X"),
             ("f16_input", ["-x", c.path("qx16.npy"), "--incremental", "--kv", "q8"],
