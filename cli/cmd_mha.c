@@ -447,10 +447,14 @@ static int run(const mha_args *a) {
         attn_mha_options o = attn_mha_options_default();
         attn_rope_options r = attn_rope_options_default();
         attn_sdpa_options so = attn_sdpa_options_default();
-        double slopes[CLI_ALIBI_MAX];
+        /* The slopes (32 KiB) and the outputs' paths (8 KiB each) on the
+         * heap: on the stack they took 53 KiB, and the command did not run
+         * in a small stack (ulimit -s 128) as attn sdpa does. */
+        double *slopes = a->score.alibi ? malloc(CLI_ALIBI_MAX * sizeof *slopes) : NULL;
+        cli_output *outs = calloc(2, sizeof *outs);
         attn_tensor slope_t;
         so.softcap = a->score.softcap, so.window = a->score.window;
-        if (a->score.alibi && cli_alibi(&slope_t, slopes, a->heads)) /* more heads: attn_mha reports the missing slopes' shape */
+        if (slopes && cli_alibi(&slope_t, slopes, a->heads)) /* more heads: attn_mha reports the missing slopes' shape */
             so.alibi_slopes = &slope_t;
         o.batch_first = 1, o.causal = a->score.causal, o.attention = &so;
         if (a->has_rope) r = a->rope, o.rope = &r;
@@ -463,10 +467,11 @@ static int run(const mha_args *a) {
         const int64_t *w_shape = x.rank == 3 ? ws : ws + 1;
         bool w_fits = !a->wout || !attn_tensor_init(&wt, NULL, x.dtype, x.rank, w_shape, NULL, &err);
         if (a->wout && w_fits) wt.data = malloc((size_t)attn_tensor_numel(&wt) * attn_dtype_size(x.dtype) + 1);
-        cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
+        if (outs) outs[0].path = a->out, outs[1].path = a->wout;
         char shape[128];
         attn_format_shape(shape, sizeof shape, x.rank, w_shape);
-        if (!w_fits) code = cli_error(EXIT_DATA, "-w %s: the weights' shape %s: %s", a->wout, shape, err.message);
+        if (!outs || (a->score.alibi && !slopes)) code = cli_error(EXIT_DATA, "out of memory");
+        else if (!w_fits) code = cli_error(EXIT_DATA, "-w %s: the weights' shape %s: %s", a->wout, shape, err.message);
         else if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
         else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv, a->hadamard, a->residual);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
@@ -474,7 +479,8 @@ static int run(const mha_args *a) {
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);
         if (!code && writes && a->wout) code = cli_output_write(&outs[1], &wt);
         if (!code && writes) code = cli_commit_and_print(outs, 2, a->out ? NULL : &out);
-        else cli_outputs_abort(outs, 2);
+        else if (outs) cli_outputs_abort(outs, 2);
+        free(outs), free(slopes);
     }
     free(out.data), free(wt.data), free_weights(&w);
     for (int i = 0; i < 3; i++) attn_npy_free(in[i]);

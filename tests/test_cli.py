@@ -164,6 +164,38 @@ def small_stack(rng):
             if r.returncode != 0:
                 problems.append("L %d, %s thread(s): exit %d %s" % (L, threads, r.returncode, r.stderr.strip()))
     report("sdpa_runs_in_a_128_KiB_stack", not problems, "; ".join(problems))
+    # Every other subcommand alike, each writing to a device where it writes
+    # a file (a device's bytes go out through a copy buffer at the commit,
+    # the deepest point of a run): attn mha -o /dev/null took 53 KiB in its
+    # own frame and 64 KiB in the copy's, and died of SIGSEGV.
+    E = 8
+    px = save("st_x.npy", rng.standard_normal((5, E)).astype(np.float32))
+    wdir = os.path.join(TMP, "st_weights")
+    os.makedirs(wdir, exist_ok=True)
+    for name, shape in (("in_proj_weight", (3 * E, E)), ("in_proj_bias", (3 * E,)), ("out_proj.weight", (E, E)),
+                        ("out_proj.bias", (E,))):
+        np.save(os.path.join(wdir, name + ".npy"), rng.standard_normal(shape).astype(np.float32))
+    mha = ["mha", "-x", px, "--weights", wdir, "--heads", "2"]
+    runs = {
+        "mha": [mha + ["-o", "/dev/null"], mha + ["-o", "/dev/null", "--alibi", "--causal"],
+                mha + ["-o", "st_out.npy", "-w", "/dev/null"], mha + ["--incremental", "--causal", "-o", "/dev/null"],
+                mha + ["--incremental", "--causal", "--kv", "e4m3", "-o", "/dev/null"]],
+        "explain": [["explain"], ["explain", "--kernel"], ["explain", "--json"], ["explain", "--heads", "3"],
+                    ["explain", "--score", "additive"], ["explain", "--trained"]],
+        "scaling": [["scaling", "--no-train", "--dims", "16,64", "--queries", "100", "--svg", "/dev/null"]],
+        "train": [["train", "--steps", "5", "--svg", "/dev/null"], ["train", "--steps", "5", "--json"]],
+        "demo": [["demo"]],
+    }
+    for cmd, arg_lists in runs.items():
+        problems = []
+        for args in arg_lists:
+            for threads in ("1", "2"):
+                r = subprocess.run([ATTN, *args], capture_output=True, text=True, errors="replace", cwd=TMP,
+                                   preexec_fn=limited, env=dict(os.environ, ATTN_NUM_THREADS=threads))
+                if r.returncode != 0:
+                    problems.append("%s, %s thread(s): exit %d %s" % (" ".join(args[:1] + args[5:] if cmd == "mha"
+                                    else args), threads, r.returncode, r.stderr.strip()[:200]))
+        report("%s_runs_in_a_128_KiB_stack" % cmd, not problems, "; ".join(problems))
 
 
 def main():
