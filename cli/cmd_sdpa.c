@@ -43,9 +43,10 @@ static const char SDPA_USAGE[] =
     "      --seed N           the mask's seed (default 0; needs --dropout)\n"
     "      --dropout-mask FILE  write the mask (bool, shaped like the weights)\n"
     "\n"
-    "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
-    "                         about twice as fast on CPUs with AVX512_BF16, errors of\n"
-    "                         a few 1e-3; other CPUs compute in f32\n"
+    "      --compute MODE     f32 (default), or bf16: bf16 products with f32\n"
+    "                         accumulation (float32 q, no -w), about twice as fast\n"
+    "                         on CPUs with AVX512_BF16, errors of a few 1e-3; other\n"
+    "                         CPUs compute in f32\n"
     "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
     "                         load; needs float32 q): half the memory\n"
     "      --kv FORMAT        store k and v quantized, as a KV cache would (needs\n"
@@ -317,7 +318,7 @@ static const cli_setting SDPA_SETTINGS[] = {
     {"--rope", NULL, true, 18},       {"--rope-base", NULL, true, 19},  {"--rope-dim", NULL, true, 20},
     {"--rope-offset", NULL, true, 21}, {"--dropout", NULL, true, 22},   {"--seed", NULL, true, 23},
     {"--softcap", NULL, true, 24},    {"--window", NULL, true, 25},     {"--alibi", NULL, false, 26},
-    {"--scale", NULL, true, 27},      {"--threads", NULL, true, 28},    {"--compute", NULL, false, 29},
+    {"--scale", NULL, true, 27},      {"--threads", NULL, true, 28},    {"--compute", NULL, true, 29},
     {"--kv-scale", NULL, true, 30},   {"--hadamard", NULL, false, 31},  {"--kv-residual", NULL, true, 32},
     {"--kv-bf16", NULL, false, 33},   {"--kv", NULL, true, 33},         {"--causal", NULL, false, 34},
     {NULL, NULL, false, 0},
@@ -374,11 +375,11 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
                 code = cli_bad_value("--threads", val, "is not a whole number from 1 to 256");
             else if (val)
                 attn_set_num_threads((int)n);
-        } else if (strcmp(arg, "--compute=bf16") == 0 || strcmp(arg, "--compute=f32") == 0) {
-            opts->compute = arg[10] == 'b' ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
-            i++;
-        } else if (strncmp(arg, "--compute", 9) == 0) {
-            code = cli_bad_value("--compute", arg, "is not --compute=f32 or --compute=bf16");
+        } else if (cli_option(argc, argv, &i, NULL, "--compute", &val, &code)) {
+            /* "--compute bf16" as every other option takes its value, or "--compute=bf16" */
+            if (val && strcmp(val, "bf16") == 0) opts->compute = ATTN_COMPUTE_BF16;
+            else if (val && strcmp(val, "f32") == 0) opts->compute = ATTN_COMPUTE_F32;
+            else if (val) code = cli_bad_value("--compute", val, "is not f32 or bf16");
         } else if (cli_option(argc, argv, &i, NULL, "--kv-scale", &val, &code)) {
             char first[64], *comma = val ? strchr(val, ',') : NULL;
             size_t len = comma ? (size_t)(comma - val) : val ? strlen(val) : 0;

@@ -198,8 +198,73 @@ def small_stack(rng):
         report("%s_runs_in_a_128_KiB_stack" % cmd, not problems, "; ".join(problems))
 
 
+# A bad value for each value-taking option of each subcommand, given alone
+# (the other arguments each needs to reach the check, if any, before it).
+BAD_VALUES = {
+    "sdpa": [(o, []) for o in ("--scale", "--dropout", "--threads", "--kv", "--kv-scale", "--kv-residual", "--rope",
+                               "--rope-base", "--rope-dim", "--rope-offset", "--softcap", "--window", "--compute")]
+            + [("--seed", ["--dropout", "0.5"])],
+    "mha": [(o, []) for o in ("--heads", "--kv-heads", "--kv", "--kv-residual", "--rope", "--rope-base",
+                              "--rope-dim", "--rope-offset", "--softcap", "--window")],
+    "explain": [(o, []) for o in ("--score", "--block", "--workers", "--ranks", "--heads", "--positions",
+                                  "--scale-by", "--mode", "--color")],
+    "scaling": [(o, []) for o in ("--dims", "--queries", "--keys", "--seed")],
+    "train": [(o, []) for o in ("--dk", "--steps", "--batch", "--lr", "--seed")],
+}
+
+
+def help_and_bad_values():
+    """One rule for every subcommand: -h or --help anywhere among its
+    arguments (but as an option's value) prints its help and exits 0, before
+    any other argument is read, as git and GNU's tools do; attn sdpa reported
+    a bad value before it, attn train a bad value only after, and an unknown
+    argument before --help stopped every command. And a bad value is named
+    quoted as the shell reads it back: "--steps  is not" for an empty one,
+    "--steps a b is not" for one with a space, left where it began unseen."""
+    for cmd, cases in BAD_VALUES.items():
+        usage = "usage: attn %s" % cmd
+        problems = []
+        for args in (["--help"], ["-h"], [cases[0][0], "x", "--help"], ["--help", cases[0][0], "x"],
+                     ["--bogus", "-h"], ["-h", "--bogus"], ["--help", "--help"]):
+            r = attn(cmd, *args)
+            if r.returncode != 0 or not r.stdout.startswith(usage) or r.stderr:
+                problems.append("%s: exit %d, stdout %r, stderr %r" % (" ".join(args), r.returncode, r.stdout[:40],
+                                                                       r.stderr.strip()[:120]))
+        report("%s_help_anywhere_wins" % cmd, not problems, "; ".join(problems))
+        for value, shown in (("x", "'x'"), ("", "''"), ("a b", "'a b'"), ("it's", "'it'\\''s'")):
+            problems = []
+            for option, extra in cases:
+                problems += ["%s %r: %s" % (option, value, p) for p in
+                             run_expecting_error(attn, TMP, [cmd, *extra, option, value], 2,
+                                                 "^attn: error: " + re.escape(option + " " + shown) + " is not ")]
+            report("%s_bad_values_quoted_%s" % (cmd, {"x": "plain", "": "empty", "a b": "with_space",
+                                                      "it's": "with_quote"}[value]),
+                   not problems, "; ".join(problems[:3]))
+    # demo takes no arguments: help beside one, and the one quoted
+    r = attn("demo", "extra", "--help")
+    report("demo_help_anywhere_wins", r.returncode == 0 and r.stdout.startswith("usage: attn demo") and not r.stderr,
+           "exit %d, stderr %r" % (r.returncode, r.stderr))
+    problems = run_expecting_error(attn, TMP, ["demo", "a b"], 2, r"^attn: error: unknown argument 'a b' ")
+    report("demo_unknown_argument_quoted", not problems, "; ".join(problems))
+    # An option's value is not a request for help: -o --help names a file.
+    px = save("help_x.npy", np.ones((2, 4), np.float32))
+    path = os.path.join(TMP, "--help")
+    r = attn("sdpa", "-q", px, "-k", px, "-v", px, "-o", "--help")
+    report("sdpa_option_value_help_is_a_file_name", r.returncode == 0 and os.path.exists(path) and
+           np.array_equal(np.load(path), np.ones((2, 4), np.float32)), "exit %d %r" % (r.returncode, r.stderr))
+    if os.path.exists(path):
+        os.remove(path)
+    # --compute takes its value as every other option: "--compute bf16" ran
+    # as the unknown "--compute" with a stray "bf16".
+    r1, r2 = attn("sdpa", "-q", px, "-k", px, "-v", px, "--compute", "f32"), attn("sdpa", "-q", px, "-k", px, "-v", px,
+                                                                                "--compute=f32")
+    report("sdpa_compute_value_apart_or_joined", r1.returncode == 0 and r1.stdout == r2.stdout and r2.returncode == 0,
+           "exit %d %r, exit %d %r" % (r1.returncode, r1.stderr, r2.returncode, r2.stderr))
+
+
 def main():
     rng = np.random.default_rng(7)
+    help_and_bad_values()
     small_stack(rng)
     help_width()
     error_lines_one_line()

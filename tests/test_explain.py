@@ -1387,8 +1387,8 @@ def test_errors():
     r = run("scaling", "--queries", "1", "--keys", "1", "--dims", "4", "--no-train")
     report("scaling_one_query_one_key_singular", r.returncode == 0 and
            "1 random query, each against its own 1 random key (seed 0)" in flat(r.stdout), r.stdout[:200])
-    expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
-    expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
+    expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims '16,abc' is not a list of whole numbers from 1 to 1048576 \(size 2 is not\)")
+    expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries '0'")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
     # --no-train with --variance, which trains nothing: it was taken and ignored.
     expect_error("scaling_no_train_with_variance", ["scaling", "--variance", "--no-train"], 2,
@@ -1396,7 +1396,7 @@ def test_errors():
     # One pair has no spread: its std printed 0.00 and was said to be near sqrt(d).
     expect_error("scaling_variance_one_pair", ["scaling", "--variance", "--queries", "1"], 2,
                  r"--variance needs at least 2 pairs")
-    expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed -4")
+    expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed '-4'")
     expect_error("scaling_svg_missing_dir", ["scaling", "--queries", "10", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")
     # The report on stdout to a full disk (or a pipe whose reader is gone):
