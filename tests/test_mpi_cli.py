@@ -327,7 +327,7 @@ def main():
           "give --alibi or --alibi-slopes FILE, not both")
     c.bad("error_window_without_causal", 2, qkv3 + ["--window", "4"], "--window needs --causal")
     c.bad("error_rope_base_without_rope", 2, qkv3 + ["--rope-base", "100"], "need --rope halves|interleaved")
-    c.bad("error_softcap_zero", 2, qkv3 + ["--softcap", "0"], "--softcap 0 is not a finite number above 0")
+    c.bad("error_softcap_zero", 2, qkv3 + ["--softcap", "0"], "--softcap '0' is not a finite number above 0")
     c.bad("error_sinks_wrong_shape", 2, qkv3 + ["--sinks", c.path("sinks3.npy")], "sinks")
     c.bad("error_sinks_missing_file", 2, qkv3 + ["--sinks", c.path("no_sinks.npy")], "no_sinks.npy")
     c.save(q_heads=f((4097, 4, 1)), k_heads=f((4097, 4, 1)))  # past the paper's slopes --alibi computes
