@@ -125,6 +125,21 @@ bool cli_parse_double(const char *text, double *out);
 bool cli_parse_int(const char *text, long min, long max, long *out);
 bool cli_parse_seed(const char *text, uint64_t *out);
 
+/* --kv-scale S or S,SV: the scales of the fp8 keys and values (SV = S when
+ * one is given), each finite, above 0 and at most FLT_MAX (the library
+ * keeps them as float32). False, scale untouched, otherwise. */
+bool cli_parse_kv_scale(const char *text, double scale[2]);
+/* --kv e4m3 or e5m2 (attn sdpa's and attn mha's caches): whether values
+ * stored divided by `scale` (0: no --kv-scale, stored as they are) fit the
+ * format, given amax, the largest |x| of the finite values, and quot, the
+ * largest |x / scale| (f32, as stored; inf past f32), as cli_fp8_extent
+ * measures them. 0, or EXIT_DATA after printing that a value would
+ * saturate or every value round to 0, naming `what` ("-k K.npy") and the
+ * --kv-scale that fits (keys: for k, else for v). The library would store
+ * them without a word. */
+void cli_fp8_extent(const float *x, int64_t n, float scale, double *amax, double *quot);
+int cli_fp8_fits(attn_dtype store, double scale, const char *what, bool keys, double amax, double quot);
+
 /* Whether two output paths name one file: the same text, one existing
  * regular file by two names ("o.npy" and "./o.npy", a hard or a symbolic
  * link), or one name in one directory spelled two ways ("d/o.npy" and

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -714,3 +715,79 @@ char *cli_word_label(const char *const *words, int n, int i) {
 }
 
 const char *cli_plural(long long n) { return n == 1 ? "" : "s"; }
+
+bool cli_parse_kv_scale(const char *text, double scale[2]) {
+    char first[64];
+    const char *comma = strchr(text, ',');
+    size_t len = comma ? (size_t)(comma - text) : strlen(text);
+    if (len >= sizeof first) return false;
+    snprintf(first, sizeof first, "%.*s", (int)len, text);
+    double s[2];
+    if (!cli_parse_double(first, &s[0]) || !cli_parse_double(comma ? comma + 1 : first, &s[1])) return false;
+    for (int i = 0; i < 2; i++)
+        if (!(s[i] > 0) || s[i] > FLT_MAX) return false;
+    scale[0] = s[0], scale[1] = s[1];
+    return true;
+}
+
+/* x stored in fp8 `format` and read back, as the library stores a value
+ * (attn_quantize: nearest, ties to even; saturating past the largest). */
+static float fp8_round(attn_dtype format, float x) {
+    unsigned char code = 0;
+    float back = 0;
+    int64_t one = 1;
+    attn_tensor t;
+    attn_tensor_init(&t, &x, ATTN_F32, 1, &one, NULL, NULL);
+    attn_quantize(&code, 1, format, &t, NULL);
+    attn_tensor_init(&t, &back, ATTN_F32, 1, &one, NULL, NULL);
+    attn_dequantize(&t, &code, 1, format, NULL);
+    return back;
+}
+
+void cli_fp8_extent(const float *x, int64_t n, float scale, double *amax, double *quot) {
+    *amax = *quot = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i])) *amax = fmax(*amax, fabs(x[i])), *quot = fmax(*quot, fabs(x[i] / scale));
+}
+
+/* The library saturates a quotient past the largest value (448 for e4m3,
+ * 57344 for e5m2) to it, as vLLM's and FlashAttention-3's conversions do,
+ * and rounds one below half the smallest to 0; for a scale the user gives,
+ * either means the scale does not suit these values (1e-30 stored every
+ * value as ±448, 1e30 every value as 0), and the output would be attention
+ * over other keys or values without a word. The scale that uses the whole
+ * range, amax / largest (vLLM's dynamic per-tensor scale), is the one
+ * suggested, rounded up to 3 digits. */
+int cli_fp8_fits(attn_dtype store, double scale, const char *what, bool keys, double amax, double quot) {
+    const double largest = fp8_round(store, FLT_MAX), fit = amax / largest;
+    const double unit = pow(10, floor(log10(fit)) - 2), suggested = ceil(fit * (1 + 1e-6) / unit) * unit;
+    const char *mine = keys ? "k" : "v", *other = keys ? "v" : "k";
+    if (scale == 0) { /* no --kv-scale: the values themselves are stored, and must fit as they are */
+        /* The suggestion scales these values and leaves the others as they
+         * are: one number would scale k and v both. */
+        char pair[64];
+        snprintf(pair, sizeof pair, keys ? "%.3g,1" : "1,%.3g", suggested);
+        if (amax > largest)
+            return cli_error(EXIT_DATA, "--kv %s: %s holds %g, past %s's largest value %g (it would be stored as "
+                             "%g); --kv-scale %s (max |%s| / %g, and %s as it is) keeps every value",
+                             attn_dtype_name(store), what, amax, attn_dtype_name(store), largest, largest, pair, mine,
+                             largest, other);
+        if (amax > 0 && fp8_round(store, (float)amax) == 0)
+            return cli_error(EXIT_DATA, "--kv %s: every value of %s would be stored as 0 (the largest is %g); "
+                             "--kv-scale %s (max |%s| / %g, and %s as it is) uses the format's range",
+                             attn_dtype_name(store), what, amax, pair, mine, largest, other);
+        return 0;
+    }
+    if ((float)scale == 0) /* x / 0: infinities, and NaN for x = 0 */
+        return cli_error(EXIT_DATA, "--kv-scale %g is 0 as the float32 the values are divided by (the smallest is "
+                         "%g)", scale, (double)FLT_TRUE_MIN);
+    if (quot > largest)
+        return cli_error(EXIT_DATA, "--kv-scale %g: %s holds %g, %g times the scale, past %s's largest value %g "
+                         "(it would be stored as %g); a scale of at least %.3g (max |%s| / %g) keeps every value",
+                         scale, what, amax, quot, attn_dtype_name(store), largest, largest, suggested, mine, largest);
+    if (amax > 0 && fp8_round(store, (float)quot) == 0)
+        return cli_error(EXIT_DATA, "--kv-scale %g: every value of %s would be stored as 0 in %s (the largest, %g, "
+                         "is %g times the scale); a scale of about %.3g (max |%s| / %g) uses the format's range",
+                         scale, what, attn_dtype_name(store), amax, quot, suggested, mine, largest);
+    return 0;
+}
