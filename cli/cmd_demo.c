@@ -115,7 +115,8 @@ int cmd_demo(int argc, char **argv) {
     static const cli_setting NO_OPTIONS[] = {{NULL, NULL, false, 0}};
     if (cli_help_asked(argc, argv, NO_OPTIONS)) {
         cli_print_usage(stdout, "usage: attn demo\n\nPrints the first worked examples (six words, from plain "
-                                "averaging to\nattention with trainable weights), computed by libattn.\n");
+                                "averaging to\nattention with trainable weights), computed by libattn.\n\n"
+                                "  -h, --help       show this help\n");
         return 0;
     }
     if (argc > 1) return cli_unknown_argument("demo", argv[1]);

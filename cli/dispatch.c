@@ -23,8 +23,8 @@ static const char USAGE[] =
     "\n"
     "-h or --help anywhere among a command's arguments (but as an option's value)\n"
     "prints that command's help and exits with status 0; the other arguments are\n"
-    "then not read. A bad value is named quoted, as the shell reads it back:\n"
-    "attn train --steps 'x' is not a whole number from 1 to 100000.\n";
+    "then not read. A bad value is named in quotes, as the shell reads it back\n"
+    "(--steps '' for an empty one).\n";
 
 cli_stage cli_stop = CLI_RUN;
 
