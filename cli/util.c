@@ -469,21 +469,23 @@ static void kept_name(char *buf, size_t size, const cli_output *out) { snprintf(
 /* A direct output's held bytes written through to its path, as a shell
  * redirection would write them. 0 or an errno. */
 static int deliver(const cli_output *out) {
-    errno = 0;
-    FILE *src = fopen(out->tmp, "rb");
-    if (!src) return errno ? errno : EIO;
-    FILE *dst = fopen(out->path, "wb");
-    if (!dst) {
-        int e = errno ? errno : EIO;
-        fclose(src);
-        return e;
-    }
-    /* On the heap: 64 KiB of stack, beside the command's own frames, broke
-     * a run in a small stack (ulimit -s 128). */
+    /* The copy's buffer on the heap, taken before the path is opened (and a
+     * device truncated): 64 KiB of stack, beside the command's own frames,
+     * broke attn mha -o /dev/null in a small stack (ulimit -s 128). */
     enum { CHUNK = 65536 };
     char *buf = malloc(CHUNK);
+    if (!buf) return ENOMEM;
+    errno = 0;
+    FILE *src = fopen(out->tmp, "rb");
+    FILE *dst = src ? fopen(out->path, "wb") : NULL;
+    if (!dst) {
+        int e = errno ? errno : EIO;
+        if (src) fclose(src);
+        free(buf);
+        return e;
+    }
     size_t got;
-    int e = buf ? 0 : ENOMEM;
+    int e = 0;
     while (!e && (got = fread(buf, 1, CHUNK, src)) > 0)
         if (fwrite(buf, 1, got, dst) != got) e = errno ? errno : EIO;
     if (!e && ferror(src)) e = EIO;
