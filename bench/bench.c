@@ -2350,6 +2350,11 @@ static const cli_setting BENCH_SETTINGS[] = {
 
 int main(int argc, char **argv) {
     const char *ggml_dir = NULL;
+    /* --help anywhere, before anything else is read, as every attn command takes it */
+    if (cli_help_asked(argc, argv, BENCH_SETTINGS)) {
+        cli_print_usage(stdout, USAGE);
+        return cli_close_stdout(0);
+    }
     int code = cli_check_repeats(argc, argv, BENCH_SETTINGS);
     if (code) return code;
     /* The options that each run one section alone: two of them ran only the
@@ -2387,11 +2392,8 @@ int main(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
             long t; /* the whole text, digits only: atoi took "5x" as 5 and overflowed */
             if (val && !cli_parse_int(val, 1, 256, &t))
-                code = cli_error(EXIT_USAGE, "--threads '%s' is not a whole number from 1 to 256", val);
+                code = cli_bad_value("--threads", val, "is not a whole number from 1 to 256");
             else if (val) threads = (int)t;
-        } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, USAGE);
-            return cli_close_stdout(0);
         } else if (strcmp(arg, "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
             return cli_error(EXIT_USAGE, "--mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
                              "not this program");

@@ -53,6 +53,26 @@ typedef struct cli_setting {
  * repetition goes unnoticed whatever the parser would have done with it. */
 int cli_check_repeats(int argc, char **argv, const cli_setting *table);
 
+/* The rule every subcommand follows for help, as git's and GNU's tools do:
+ * -h or --help anywhere among its arguments (but as an option's value, which
+ * the table tells: "-o --help" names a file) asks for its help, which is
+ * printed with exit status 0 whatever the other arguments are; none of them
+ * is checked. Run before anything else reads the arguments. */
+bool cli_help_asked(int argc, char **argv, const cli_setting *table);
+
+/* The usage error for a bad value of an option, every such error worded
+ * alike: "OPTION 'VALUE' WHY" (WHY from fmt), the value quoted as the shell
+ * would read it back, so that an empty value or one with spaces shows
+ * where it begins and ends. Returns EXIT_USAGE. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+int cli_bad_value(const char *option, const char *value, const char *fmt, ...);
+
+/* The usage error for an argument the subcommand `command` does not take,
+ * quoted as cli_bad_value quotes a value. Returns EXIT_USAGE. */
+int cli_unknown_argument(const char *command, const char *arg);
+
 /* The RoPE flags both attention commands take: --rope halves|interleaved,
  * --rope-base B, --rope-dim N and --rope-offset P. True when argv[*i] was
  * one of them (then *i moves past it, and *code is set on a bad value);
@@ -104,6 +124,21 @@ bool cli_parse_double(const char *text, double *out);
  * Likewise the whole text, with no white space. */
 bool cli_parse_int(const char *text, long min, long max, long *out);
 bool cli_parse_seed(const char *text, uint64_t *out);
+
+/* --kv-scale S or S,SV: the scales of the fp8 keys and values (SV = S when
+ * one is given), each finite, above 0 and at most FLT_MAX (the library
+ * keeps them as float32). False, scale untouched, otherwise. */
+bool cli_parse_kv_scale(const char *text, double scale[2]);
+/* --kv e4m3 or e5m2 (attn sdpa's and attn mha's caches): whether values
+ * stored divided by `scale` (0: no --kv-scale, stored as they are) fit the
+ * format, given amax, the largest |x| of the finite values, and quot, the
+ * largest |x / scale| (f32, as stored; inf past f32), as cli_fp8_extent
+ * measures them. 0, or EXIT_DATA after printing that a value would
+ * saturate or every value round to 0, naming `what` ("-k K.npy") and the
+ * --kv-scale that fits (keys: for k, else for v). The library would store
+ * them without a word. */
+void cli_fp8_extent(const float *x, int64_t n, float scale, double *amax, double *quot);
+int cli_fp8_fits(attn_dtype store, double scale, const char *what, bool keys, double amax, double quot);
 
 /* Whether two output paths name one file: the same text, one existing
  * regular file by two names ("o.npy" and "./o.npy", a hard or a symbolic

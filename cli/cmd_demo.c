@@ -112,14 +112,14 @@ static int trainable(void) {
 }
 
 int cmd_demo(int argc, char **argv) {
-    if (argc > 1) {
-        if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-            cli_print_usage(stdout, "usage: attn demo\n\nPrints the first worked examples (six words, from plain "
-                                    "averaging to\nattention with trainable weights), computed by libattn.\n");
-            return 0;
-        }
-        return cli_error(EXIT_USAGE, "attn demo takes no arguments, got '%s'", argv[1]);
+    static const cli_setting NO_OPTIONS[] = {{NULL, NULL, false, 0}};
+    if (cli_help_asked(argc, argv, NO_OPTIONS)) {
+        cli_print_usage(stdout, "usage: attn demo\n\nPrints the first worked examples (six words, from plain "
+                                "averaging to\nattention with trainable weights), computed by libattn.\n\n"
+                                "  -h, --help       show this help\n");
+        return 0;
     }
+    if (argc > 1) return cli_unknown_argument("demo", argv[1]);
     if (cli_stop != CLI_RUN) return 0;
     static const char *const FEATS[3] = {"x0", "x1", "x2"};
     double weights[36], context[18];

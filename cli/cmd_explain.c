@@ -22,8 +22,9 @@ static const char EXPLAIN_USAGE[] =
     "  --no-scale           do not divide the scores by sqrt(d_k)\n"
     "  --source SENTENCE    cross-attention: keys and values from this sentence,\n"
     "                       queries from the first (a decoder reading its encoder)\n"
-    "  --score additive     also score the same Q and K with additive attention, the\n"
-    "                       small network v . tanh(W1 q + W2 k), and measure both\n"
+    "  --score KIND         dot (default) or additive: also score the same Q and K\n"
+    "                       with additive attention, the small network\n"
+    "                       v . tanh(W1 q + W2 k), and measure both\n"
     "  --heads N            multi-head attention: 2 heads (who? and where?) or 3 (and\n"
     "                       an untrained one), their outputs side by side, then W_O\n"
     "  --positions KIND     none (default), sinusoidal (added to X) or rope (Q and K\n"
@@ -116,7 +117,7 @@ static int empty_sentence_error(void) {
 /* The options' combinations, once all are read (given: a sentence was). */
 static int check_args(explain_args *a, bool given) {
     if (strcmp(a->colour, "auto") && strcmp(a->colour, "always") && strcmp(a->colour, "never"))
-        return cli_error(EXIT_USAGE, "--color takes auto, always or never, not '%s'", a->colour);
+        return cli_bad_value("--color", a->colour, "is not auto, always or never");
     if (a->kernel) {
         if (a->causal || a->no_scale || a->source || a->additive || a->heads > 1 || a->positions ||
             a->scale_by_d_model || a->random_head || a->trained || a->tied || a->mode != ATTN_EXPLAIN_QKV ||
@@ -234,14 +235,15 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     size_t used = 0;
     bool given = false; /* a sentence was given, even an empty one */
     a->colour = "auto";
+    if (cli_help_asked(argc, argv, EXPLAIN_SETTINGS)) {
+        cli_print_usage(stdout, EXPLAIN_USAGE);
+        explain_print_vocabulary_words();
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, EXPLAIN_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, EXPLAIN_USAGE);
-            explain_print_vocabulary_words();
-            return -1;
-        } else if ((strcmp(arg, "--vocab") == 0 || strcmp(arg, "--cost") == 0) && argc != 2) {
+        if ((strcmp(arg, "--vocab") == 0 || strcmp(arg, "--cost") == 0) && argc != 2) {
             /* Each prints a table of its own: a sentence, --json or a typo
              * given with it would be dropped without a word. */
             code = cli_error(EXIT_USAGE, "%s takes no other arguments", arg);
@@ -260,7 +262,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                    cli_option(argc, argv, &i, NULL, "--source", &a->source, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--score", &val, &code)) {
             if (val && strcmp(val, "additive") == 0) a->additive = true;
-            else if (val && strcmp(val, "dot") != 0) code = cli_error(EXIT_USAGE, "--score takes dot or additive, not '%s'", val);
+            else if (val && strcmp(val, "dot") != 0) code = cli_bad_value("--score", val, "is not dot or additive");
         } else if (strcmp(arg, "--kernel") == 0) {
             a->kernel = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--block", &val, &code) ||
@@ -269,27 +271,27 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             long v = 0; /* arg is "--block", "--block=N", "--workers" ... */
             int *dst = arg[2] == 'b' ? &a->kernel_block : arg[2] == 'w' ? &a->kernel_workers : &a->kernel_ranks;
             if (val && !cli_parse_int(val, 1, 8, &v))
-                code = cli_error(EXIT_USAGE, "%s takes 1 to 8, not '%s'",
-                                 arg[2] == 'b' ? "--block" : arg[2] == 'w' ? "--workers" : "--ranks", val);
+                code = cli_bad_value(arg[2] == 'b' ? "--block" : arg[2] == 'w' ? "--workers" : "--ranks", val,
+                                     "is not a whole number from 1 to 8");
             *dst = (int)v;
         } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
             long h = 0;
-            if (val && !cli_parse_int(val, 1, 3, &h)) code = cli_error(EXIT_USAGE, "--heads takes 1, 2 or 3, not '%s'", val);
+            if (val && !cli_parse_int(val, 1, 3, &h)) code = cli_bad_value("--heads", val, "is not 1, 2 or 3");
             a->heads = (int)h;
         } else if (cli_option(argc, argv, &i, NULL, "--positions", &val, &code)) {
             if (val && strcmp(val, "none") == 0) a->positions = ATTN_EXPLAIN_NO_POSITIONS;
             else if (val && strcmp(val, "sinusoidal") == 0) a->positions = ATTN_EXPLAIN_SINUSOIDAL;
             else if (val && strcmp(val, "rope") == 0) a->positions = ATTN_EXPLAIN_ROPE;
-            else if (val) code = cli_error(EXIT_USAGE, "--positions takes none, sinusoidal or rope, not '%s'", val);
+            else if (val) code = cli_bad_value("--positions", val, "is not none, sinusoidal or rope");
         } else if (cli_option(argc, argv, &i, NULL, "--scale-by", &val, &code)) {
             if (val && strcmp(val, "d_model") == 0) a->scale_by_d_model = true;
-            else if (val && strcmp(val, "d_k") != 0) code = cli_error(EXIT_USAGE, "--scale-by takes d_k or d_model, not '%s'", val);
+            else if (val && strcmp(val, "d_k") != 0) code = cli_bad_value("--scale-by", val, "is not d_k or d_model");
         } else if (cli_option(argc, argv, &i, NULL, "--mode", &val, &code)) {
             if (!val) break;
             if (strcmp(val, "qkv") == 0) a->mode = ATTN_EXPLAIN_QKV;
             else if (strcmp(val, "dot") == 0) a->mode = ATTN_EXPLAIN_DOT;
             else if (strcmp(val, "average") == 0) a->mode = ATTN_EXPLAIN_AVERAGE;
-            else code = cli_error(EXIT_USAGE, "--mode takes average, dot or qkv, not '%s'", val);
+            else code = cli_bad_value("--mode", val, "is not average, dot or qkv");
         } else if (strcmp(arg, "--tied") == 0) {
             a->tied = true, i++;
         } else if (strcmp(arg, "--trained") == 0) {
@@ -301,7 +303,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             *flag = true;
             i++;
         } else if (arg[0] == '-' && arg[1] != '\0') {
-            code = cli_error(EXIT_USAGE, "unknown option '%s' (see attn explain --help)", arg);
+            code = cli_unknown_argument("explain", arg);
         } else {
             /* Words of the sentence: the arguments joined by spaces. */
             given = true;

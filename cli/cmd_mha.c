@@ -50,6 +50,12 @@ static const char MHA_USAGE[] =
     "                         not yet filling a group in float16 (KIVI), values\n"
     "                         q4_1 (float16 when the head dimension is not a\n"
     "                         multiple of 32)\n"
+    "      --kv-scale S[,SV]  with --kv e4m3 or e5m2: one scale for every head's keys\n"
+    "                         (S) and values (SV, default S), as attn sdpa's: each\n"
+    "                         value stored as fp8(x / S). Keys or values that the\n"
+    "                         format cannot hold as stored (past its largest value,\n"
+    "                         448 or 57344, or every one rounding to 0) are refused,\n"
+    "                         the message naming a scale that fits\n"
     "      --kv-residual R    with --kv q4c or q2c: keep the R positions before the\n"
     "                         group being filled in float16 too (KIVI's residual\n"
     "                         window, 128 in its paper): 0 (default) or a multiple\n"
@@ -245,6 +251,7 @@ typedef struct mha_args {
     bool incremental, hadamard;
     attn_dtype kv; /* the cache's dtype with --kv, else 0: X's */
     long residual; /* --kv-residual R, or -1 when not given */
+    double kv_scale[2]; /* --kv-scale S,SV for keys and values, 0 when not given */
 } mha_args;
 
 /* What each option sets, for cli_check_repeats: every spelling of
@@ -257,6 +264,7 @@ static const cli_setting MHA_SETTINGS[] = {
     {"--rope-offset", NULL, true, 12}, {"--causal", NULL, false, 13}, {"--incremental", NULL, false, 14},
     {"--kv", NULL, true, 15},        {"--hadamard", NULL, false, 16}, {"--kv-residual", NULL, true, 17},
     {"--alibi", NULL, false, 18},    {"--softcap", NULL, true, 19},   {"--window", NULL, true, 20},
+    {"--kv-scale", NULL, true, 21},
     {NULL, NULL, false, 0},
 };
 
@@ -265,13 +273,14 @@ static int parse(int argc, char **argv, mha_args *a) {
     memset(a, 0, sizeof *a);
     a->rope = attn_rope_options_default();
     a->residual = -1;
+    if (cli_help_asked(argc, argv, MHA_SETTINGS)) {
+        cli_print_usage(stdout, MHA_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, MHA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, MHA_USAGE);
-            return -1;
-        } else if (cli_option(argc, argv, &i, "-x", "--input", &a->x, &code) ||
+        if (cli_option(argc, argv, &i, "-x", "--input", &a->x, &code) ||
                    cli_option(argc, argv, &i, NULL, "--key", &a->key, &code) ||
                    cli_option(argc, argv, &i, NULL, "--value", &a->value, &code) ||
                    cli_option(argc, argv, &i, NULL, "--weights", &a->weights, &code) ||
@@ -279,9 +288,9 @@ static int parse(int argc, char **argv, mha_args *a) {
                    cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) ||
                    cli_option(argc, argv, &i, "-w", "--weights-out", &a->wout, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--heads", &val, &code)) {
-            if (val && !cli_parse_int(val, 1, 1 << 20, &a->heads)) code = cli_error(EXIT_USAGE, "--heads %s is not a whole number from 1", val);
+            if (val && !cli_parse_int(val, 1, 1 << 20, &a->heads)) code = cli_bad_value("--heads", val, "is not a whole number from 1 to %d", 1 << 20);
         } else if (cli_option(argc, argv, &i, NULL, "--kv-heads", &val, &code)) {
-            if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_error(EXIT_USAGE, "--kv-heads %s is not a whole number from 1", val);
+            if (val && !cli_parse_int(val, 1, 1 << 20, &a->kv_heads)) code = cli_bad_value("--kv-heads", val, "is not a whole number from 1 to %d", 1 << 20);
         } else if (cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code)) {
         } else if (cli_score_option(argc, argv, &i, &a->score, &code)) {
         } else if (strcmp(arg, "--incremental") == 0) {
@@ -291,16 +300,19 @@ static int parse(int argc, char **argv, mha_args *a) {
             static const attn_dtype CODES[7] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q4C, ATTN_Q2C};
             int f = 0;
             while (val && f < 7 && strcmp(val, FORMATS[f])) f++;
-            if (val && f == 7) code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not '%s'", val);
+            if (val && f == 7) code = cli_bad_value("--kv", val, "is not q8, q4, q4_1, e4m3, e5m2, q4c or q2c");
             else if (val) a->kv = CODES[f];
+        } else if (cli_option(argc, argv, &i, NULL, "--kv-scale", &val, &code)) {
+            if (val && !cli_parse_kv_scale(val, a->kv_scale))
+                code = cli_bad_value("--kv-scale", val, "is not one or two finite numbers above 0 (S or S,SV)");
         } else if (strcmp(arg, "--hadamard") == 0) {
             a->hadamard = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv-residual", &val, &code)) {
             if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &a->residual) || a->residual % 32))
-                code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
-                                 ATTN_KEY_RESIDUAL_MAX);
+                code = cli_bad_value("--kv-residual", val, "is not 0 or a multiple of 32 up to %d",
+                                     ATTN_KEY_RESIDUAL_MAX);
         } else {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn mha --help)", arg);
+            code = cli_unknown_argument("mha", arg);
         }
     }
     if (code) return code;
@@ -313,6 +325,8 @@ static int parse(int argc, char **argv, mha_args *a) {
     if (a->kv && !a->incremental)
         return cli_error(EXIT_USAGE, "--kv %s stores the KV cache of --incremental: give --incremental too",
                          attn_dtype_name(a->kv));
+    if (a->kv_scale[0] > 0 && a->kv != ATTN_E4M3 && a->kv != ATTN_E5M2)
+        return cli_error(EXIT_USAGE, "--kv-scale needs --kv e4m3 or --kv e5m2 (per-head scales are for fp8)");
     if (a->hadamard && !a->kv)
         return cli_error(EXIT_USAGE, "--hadamard turns the keys of a quantized KV cache: give --incremental --kv q8, q4, "
                          "q4_1, e4m3 or e5m2 too");
@@ -356,10 +370,55 @@ static int layer_params(attn_mha_params *p, weights *w, const mha_args *a, const
     return 0;
 }
 
+/* --kv e4m3 or e5m2: the keys and values the cache `d` would store, measured
+ * in a float32 cache first (the whole sequence in one step: the same
+ * projections, RoPE and rotation), and refused as attn sdpa refuses its -k
+ * and -v when the format cannot hold them divided by their scale (0: none):
+ * the library saturates a value past the format's largest without a word,
+ * and the layer's output is then attention over other keys. */
+static int check_fp8_cache(const attn_tensor *x, const char *x_path, const attn_mha_params *p,
+                           const attn_mha_options *step, const attn_kv_cache_desc *d, const double scale[2]) {
+    int64_t L = x->shape[x->rank - 2];
+    if (L == 0) return 0; /* nothing is stored */
+    attn_kv_cache_desc f = *d;
+    f.dtype = ATTN_F32, f.hadamard = 0, f.k_scale = f.v_scale = NULL;
+    attn_error err;
+    size_t bytes = 0;
+    if (attn_kv_cache_bytes(&bytes, &f, &err)) return cli_error(EXIT_DATA, "the KV cache: %s", err.message);
+    const int64_t k_shape[4] = {f.batch, f.heads, L, f.key_dim}, v_shape[4] = {f.batch, f.heads, L, f.value_dim};
+    attn_tensor out, k, v;
+    attn_tensor_init(&out, NULL, ATTN_F32, x->rank, x->shape, NULL, NULL);
+    attn_tensor_init(&k, NULL, ATTN_F32, 4, k_shape, NULL, NULL);
+    attn_tensor_init(&v, NULL, ATTN_F32, 4, v_shape, NULL, NULL);
+    void *memory = malloc(bytes);
+    out.data = malloc((size_t)attn_tensor_numel(&out) * 4 + 4);
+    k.data = malloc((size_t)attn_tensor_numel(&k) * 4 + 4);
+    v.data = malloc((size_t)attn_tensor_numel(&v) * 4 + 4);
+    size_t size = strlen(x_path) + 64;
+    char *what = malloc(size);
+    attn_kv_cache *cache = NULL;
+    int code = 0;
+    if (!memory || !out.data || !k.data || !v.data || !what)
+        code = cli_error(EXIT_DATA, "out of memory measuring the KV cache's values");
+    else if (attn_kv_cache_init(&cache, memory, bytes, &f, &err) || attn_mha_cached(&out, x, cache, p, step, &err) ||
+             attn_kv_cache_gather(&k, &v, cache, &err) || (d->hadamard && attn_hadamard(&k, &err)))
+        code = cli_error(EXIT_DATA, "%s", err.message);
+    for (int i = 0; i < 2 && !code; i++) {
+        const attn_tensor *t = i ? &v : &k;
+        double amax, quot;
+        cli_fp8_extent(t->data, attn_tensor_numel(t), scale[i] > 0 ? (float)scale[i] : 1.0f, &amax, &quot);
+        snprintf(what, size, "the %s projection of -x %s", i ? "value" : "key", x_path);
+        code = cli_fp8_fits(d->dtype, scale[i], what, i == 0, amax, quot);
+    }
+    free(memory), free(out.data), free(k.data), free(v.data), free(what);
+    return code;
+}
+
 /* Token by token through a KV cache of X's dtype, or of `kv` (a quantized
  * format, or 0): out row t from X row t. */
-static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mha_params *p,
-                           const attn_mha_options *o, attn_dtype kv, bool hadamard, int64_t residual) {
+static int run_incremental(attn_tensor *out, const attn_tensor *x, const char *x_path, const attn_mha_params *p,
+                           const attn_mha_options *o, attn_dtype kv, bool hadamard, int64_t residual,
+                           const double kv_scale[2]) {
     int64_t L = x->shape[x->rank - 2], N = x->rank == 3 ? x->shape[0] : 1, D = p->embed_dim / p->num_heads;
     attn_mha_options step = *o;
     /* The new token is the cache's last position, whatever --causal's
@@ -389,11 +448,24 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
     if (N == 0)
         return attn_mha(out, NULL, x, x, x, p, &step, &err) ? cli_error(EXIT_DATA, "%s", err.message) : 0;
     d.hadamard = hadamard;
+    int code = 0;
+    if ((kv == ATTN_E4M3 || kv == ATTN_E5M2) && (code = check_fp8_cache(x, x_path, p, &step, &d, kv_scale))) return code;
+    /* One scale for every head, as attn sdpa's --kv-scale */
+    float *scales = kv_scale[0] > 0 ? malloc(2 * (size_t)d.heads * sizeof *scales) : NULL;
+    if (kv_scale[0] > 0 && !scales) return cli_error(EXIT_DATA, "out of memory for the cache's scales");
+    for (int64_t h = 0; scales && h < d.heads; h++)
+        scales[h] = (float)kv_scale[0], scales[d.heads + h] = (float)kv_scale[1];
+    if (scales) d.k_scale = scales, d.v_scale = scales + d.heads;
     size_t bytes;
     attn_kv_cache *cache = NULL;
-    if (attn_kv_cache_bytes(&bytes, &d, &err)) return cli_error(EXIT_DATA, "the KV cache: %s", err.message);
+    if (attn_kv_cache_bytes(&bytes, &d, &err)) {
+        free(scales);
+        return cli_error(EXIT_DATA, "the KV cache: %s", err.message);
+    }
     void *memory = malloc(bytes);
-    if (!memory || attn_kv_cache_init(&cache, memory, bytes, &d, &err)) {
+    bool made = memory && !attn_kv_cache_init(&cache, memory, bytes, &d, &err);
+    free(scales); /* init copied them into the cache */
+    if (!made) {
         free(memory);
         return cli_error(EXIT_DATA, "cannot make the KV cache%s%s", memory ? ": " : " (out of memory)",
                          memory ? err.message : "");
@@ -407,7 +479,6 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const attn_mh
         return cli_error(EXIT_DATA, "cannot pack the weights%s%s", packed ? ": " : "", packed ? err.message : "");
     }
     step.packed = pw;
-    int code = 0;
     for (int64_t t = 0; t < L && !code; t++) { /* row t of X and of out, as views */
         attn_tensor xt = *x, ot = *out;
         int dim = x->rank - 2;
@@ -446,10 +517,14 @@ static int run(const mha_args *a) {
         attn_mha_options o = attn_mha_options_default();
         attn_rope_options r = attn_rope_options_default();
         attn_sdpa_options so = attn_sdpa_options_default();
-        double slopes[CLI_ALIBI_MAX];
+        /* The slopes (32 KiB) and the outputs' paths (8 KiB each) on the
+         * heap: on the stack they took 53 KiB, and the command did not run
+         * in a small stack (ulimit -s 128) as attn sdpa does. */
+        double *slopes = a->score.alibi ? malloc(CLI_ALIBI_MAX * sizeof *slopes) : NULL;
+        cli_output *outs = calloc(2, sizeof *outs);
         attn_tensor slope_t;
         so.softcap = a->score.softcap, so.window = a->score.window;
-        if (a->score.alibi && cli_alibi(&slope_t, slopes, a->heads)) /* more heads: attn_mha reports the missing slopes' shape */
+        if (slopes && cli_alibi(&slope_t, slopes, a->heads)) /* more heads: attn_mha reports the missing slopes' shape */
             so.alibi_slopes = &slope_t;
         o.batch_first = 1, o.causal = a->score.causal, o.attention = &so;
         if (a->has_rope) r = a->rope, o.rope = &r;
@@ -462,18 +537,20 @@ static int run(const mha_args *a) {
         const int64_t *w_shape = x.rank == 3 ? ws : ws + 1;
         bool w_fits = !a->wout || !attn_tensor_init(&wt, NULL, x.dtype, x.rank, w_shape, NULL, &err);
         if (a->wout && w_fits) wt.data = malloc((size_t)attn_tensor_numel(&wt) * attn_dtype_size(x.dtype) + 1);
-        cli_output outs[2] = {{.path = a->out}, {.path = a->wout}};
+        if (outs) outs[0].path = a->out, outs[1].path = a->wout;
         char shape[128];
         attn_format_shape(shape, sizeof shape, x.rank, w_shape);
-        if (!w_fits) code = cli_error(EXIT_DATA, "-w %s: the weights' shape %s: %s", a->wout, shape, err.message);
+        if (!outs || (a->score.alibi && !slopes)) code = cli_error(EXIT_DATA, "out of memory");
+        else if (!w_fits) code = cli_error(EXIT_DATA, "-w %s: the weights' shape %s: %s", a->wout, shape, err.message);
         else if (!out.data || (a->wout && !wt.data)) code = cli_error(EXIT_DATA, "out of memory for the output");
-        else if (a->incremental) code = run_incremental(&out, &x, &p, &o, a->kv, a->hadamard, a->residual);
+        else if (a->incremental) code = run_incremental(&out, &x, a->x, &p, &o, a->kv, a->hadamard, a->residual, a->kv_scale);
         else if (attn_mha(&out, a->wout ? &wt : NULL, &x, &k, &v, &p, &o, &err)) code = cli_error(EXIT_DATA, "%s", err.message);
         bool writes = cli_stop == CLI_RUN; /* the fuzzers stop once the files are checked and the layer ran */
         if (!code && writes && a->out) code = cli_output_write(&outs[0], &out);
         if (!code && writes && a->wout) code = cli_output_write(&outs[1], &wt);
         if (!code && writes) code = cli_commit_and_print(outs, 2, a->out ? NULL : &out);
-        else cli_outputs_abort(outs, 2);
+        else if (outs) cli_outputs_abort(outs, 2);
+        free(outs), free(slopes);
     }
     free(out.data), free(wt.data), free_weights(&w);
     for (int i = 0; i < 3; i++) attn_npy_free(in[i]);

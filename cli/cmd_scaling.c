@@ -71,13 +71,14 @@ static const cli_setting SCALING_SETTINGS[] = {
 static int parse_args(int argc, char **argv, args *a) {
     int code = 0;
     const char *dims = NULL, *queries = NULL, *keys = NULL, *seed = NULL;
+    if (cli_help_asked(argc, argv, SCALING_SETTINGS)) {
+        cli_print_usage(stdout, SCALING_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, SCALING_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, SCALING_USAGE);
-            return -1;
-        } else if (cli_option(argc, argv, &i, NULL, "--dims", &dims, &code) ||
+        if (cli_option(argc, argv, &i, NULL, "--dims", &dims, &code) ||
                    cli_option(argc, argv, &i, NULL, "--queries", &queries, &code) ||
                    cli_option(argc, argv, &i, NULL, "--keys", &keys, &code) ||
                    cli_option(argc, argv, &i, NULL, "--seed", &seed, &code) ||
@@ -89,7 +90,7 @@ static int parse_args(int argc, char **argv, args *a) {
             *(arg[2] == 'v' ? &a->variance : &a->json) = true;
             i++;
         } else {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn scaling --help)", arg);
+            code = cli_unknown_argument("scaling", arg);
         }
     }
     if (code) return code;
@@ -101,29 +102,29 @@ static int parse_args(int argc, char **argv, args *a) {
     if (keys) {
         if (a->variance) return cli_error(EXIT_USAGE, "--variance measures pairs; --keys does not apply");
         if (!cli_parse_int(keys, 1, 1 << 20, &v))
-            return cli_error(EXIT_USAGE, "--keys %s is not a whole number from 1 to %d", keys, 1 << 20);
+            return cli_bad_value("--keys", keys, "is not a whole number from 1 to %d", 1 << 20);
         a->keys = (int)v;
     }
     if (queries) {
         if (!cli_parse_int(queries, 1, 1 << 24, &v))
-            return cli_error(EXIT_USAGE, "--queries %s is not a whole number from 1 to %d", queries,
-                             1 << 24);
+            return cli_bad_value("--queries", queries, "is not a whole number from 1 to %d", 1 << 24);
         a->queries = (int)v;
     }
     if (a->variance && a->queries < 2) /* a std over one pair is 0, not an estimate of sqrt(d) */
         return cli_error(EXIT_USAGE, "--variance needs at least 2 pairs for a spread, not --queries %d", a->queries);
     if (seed && !cli_parse_seed(seed, &a->seed))
-        return cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", seed);
+        return cli_bad_value("--seed", seed, "is not a non-negative whole number");
     const char *list = dims ? dims : a->variance ? "8,512" : "16,64,256,1024";
-    for (const char *p = list;;) {
+    int item_no = 1;
+    for (const char *p = list;; item_no++) {
         char item[32];
         size_t len = strcspn(p, ",");
         if (a->n_dims == MAX_DIMS)
             return cli_error(EXIT_USAGE, "--dims takes at most %d sizes", MAX_DIMS);
         snprintf(item, sizeof item, "%.*s", (int)(len < 31 ? len : 31), p);
         if (len >= 31 || !cli_parse_int(item, 1, 1 << 20, &v))
-            return cli_error(EXIT_USAGE, "--dims: '%.*s' is not a whole number from 1 to %d",
-                             (int)len, p, 1 << 20);
+            return cli_bad_value("--dims", list, "is not a list of whole numbers from 1 to %d (size %d is not)", 1 << 20,
+                                 item_no);
         a->dims[a->n_dims++] = (int)v;
         if (!p[len]) break;
         p += len + 1;

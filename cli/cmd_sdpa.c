@@ -43,9 +43,10 @@ static const char SDPA_USAGE[] =
     "      --seed N           the mask's seed (default 0; needs --dropout)\n"
     "      --dropout-mask FILE  write the mask (bool, shaped like the weights)\n"
     "\n"
-    "      --compute=bf16     bf16 products with f32 accumulation (float32 q, no -w):\n"
-    "                         about twice as fast on CPUs with AVX512_BF16, errors of\n"
-    "                         a few 1e-3; other CPUs compute in f32\n"
+    "      --compute MODE     f32 (default), or bf16: bf16 products with f32\n"
+    "                         accumulation (float32 q, no -w), about twice as fast\n"
+    "                         on CPUs with AVX512_BF16, errors of a few 1e-3; other\n"
+    "                         CPUs compute in f32\n"
     "      --kv-bf16          store k and v as bfloat16 (rounded to nearest even on\n"
     "                         load; needs float32 q): half the memory\n"
     "      --kv FORMAT        store k and v quantized, as a KV cache would (needs\n"
@@ -154,67 +155,6 @@ static int check_dtypes(const input *in, int n) {
     return 0;
 }
 
-/* x stored in fp8 `format` and read back, as the library stores a value
- * (attn_quantize: nearest, ties to even; saturating past the largest). */
-static float fp8_round(attn_dtype format, float x) {
-    unsigned char code = 0;
-    float back = 0;
-    int64_t one = 1;
-    attn_tensor t;
-    attn_tensor_init(&t, &x, ATTN_F32, 1, &one, NULL, NULL);
-    attn_quantize(&code, 1, format, &t, NULL);
-    attn_tensor_init(&t, &back, ATTN_F32, 1, &one, NULL, NULL);
-    attn_dequantize(&t, &code, 1, format, NULL);
-    return back;
-}
-
-/* --kv e4m3 or e5m2, with --kv-scale S or without (S = 0 here, the values
- * stored as they are): the values x / S must fit the fp8 format. The library
- * saturates a quotient past the largest value (448 for e4m3, 57344 for
- * e5m2) to it, as vLLM's and FlashAttention-3's conversions do, and rounds
- * one below half the smallest to 0; for a scale the user gives, either
- * means the scale does not suit these values (1e-30 stored every value
- * as ±448, 1e30 every value as 0), and the output would be attention over
- * other keys or values without a word. amax: the largest |x| of the finite
- * values, quot the largest |x / S| (f32, as stored; inf past f32). The
- * scale that uses the whole range, amax / largest (vLLM's dynamic
- * per-tensor scale), is the one suggested, rounded up to 3 digits. */
-static int check_fp8_range(const input *in, attn_dtype store, double scale, double amax, double quot) {
-    const double largest = fp8_round(store, FLT_MAX), fit = amax / largest;
-    const double unit = pow(10, floor(log10(fit)) - 2), suggested = ceil(fit * (1 + 1e-6) / unit) * unit;
-    if (scale == 0) { /* no --kv-scale: the values themselves are stored, and must fit as they are */
-        /* The suggestion scales this input and leaves the other as it is:
-         * one number would scale k and v both. */
-        char pair[64];
-        const int is_k = in->flag[1] == 'k';
-        snprintf(pair, sizeof pair, is_k ? "%.3g,1" : "1,%.3g", suggested);
-        if (amax > largest)
-            return cli_error(EXIT_DATA, "--kv %s: %s %s holds %g, past %s's largest value %g (it would be stored as "
-                             "%g); --kv-scale %s (max |%s| / %g, and %s as it is) keeps every value",
-                             attn_dtype_name(store), in->flag, in->path, amax, attn_dtype_name(store), largest, largest,
-                             pair, in->flag + 1, largest, is_k ? "v" : "k");
-        if (amax > 0 && fp8_round(store, (float)amax) == 0)
-            return cli_error(EXIT_DATA, "--kv %s: every value of %s %s would be stored as 0 (the largest is %g); "
-                             "--kv-scale %s (max |%s| / %g, and %s as it is) uses the format's range",
-                             attn_dtype_name(store), in->flag, in->path, amax, pair, in->flag + 1, largest,
-                             is_k ? "v" : "k");
-        return 0;
-    }
-    if ((float)scale == 0) /* x / 0: infinities, and NaN for x = 0 */
-        return cli_error(EXIT_DATA, "--kv-scale %g is 0 as the float32 the values are divided by (the smallest is "
-                         "%g)", scale, (double)FLT_TRUE_MIN);
-    if (quot > largest)
-        return cli_error(EXIT_DATA, "--kv-scale %g: %s %s holds %g, %g times the scale, past %s's largest value %g "
-                         "(it would be stored as %g); a scale of at least %.3g (max |%s| / %g) keeps every value",
-                         scale, in->flag, in->path, amax, quot, attn_dtype_name(store), largest, largest, suggested,
-                         in->flag + 1, largest);
-    if (amax > 0 && fp8_round(store, (float)quot) == 0)
-        return cli_error(EXIT_DATA, "--kv-scale %g: every value of %s %s would be stored as 0 in %s (the largest, %g, "
-                         "is %g times the scale); a scale of about %.3g (max |%s| / %g) uses the format's range",
-                         scale, in->flag, in->path, attn_dtype_name(store), amax, quot, suggested, in->flag + 1, largest);
-    return 0;
-}
-
 /* Store k or v as `store`: bfloat16, or a quantized format, converted from
  * float32 or float16. */
 static int to_stored(input *in, attn_dtype store, double scale) {
@@ -236,13 +176,14 @@ static int to_stored(input *in, attn_dtype store, double scale) {
         b.data = malloc((size_t)n * 4 + 4);
         if (!b.data) return cli_error(EXIT_DATA, "out of memory scaling %s", in->path);
         attn_tensor_convert(&b, &in->t, &err);
-        double amax = 0, quot = 0;
-        for (int64_t i = 0; i < n; i++) {
-            float *x = (float *)b.data + i;
-            if (isfinite(*x)) amax = fmax(amax, fabs(*x)), quot = fmax(quot, fabs(*x / s));
-            *x /= s;
-        }
-        int code = check_fp8_range(in, store, scale, amax, quot);
+        double amax, quot;
+        cli_fp8_extent((const float *)b.data, n, s, &amax, &quot);
+        for (int64_t i = 0; i < n; i++) ((float *)b.data)[i] /= s;
+        size_t size = strlen(in->flag) + strlen(in->path) + 2;
+        char *what = malloc(size);
+        if (what) snprintf(what, size, "%s %s", in->flag, in->path);
+        int code = cli_fp8_fits(store, scale, what ? what : in->flag, in->flag[1] == 'k', amax, quot);
+        free(what);
         attn_npy_free(&in->t);
         in->t = b;
         if (code) return code;
@@ -317,7 +258,7 @@ static const cli_setting SDPA_SETTINGS[] = {
     {"--rope", NULL, true, 18},       {"--rope-base", NULL, true, 19},  {"--rope-dim", NULL, true, 20},
     {"--rope-offset", NULL, true, 21}, {"--dropout", NULL, true, 22},   {"--seed", NULL, true, 23},
     {"--softcap", NULL, true, 24},    {"--window", NULL, true, 25},     {"--alibi", NULL, false, 26},
-    {"--scale", NULL, true, 27},      {"--threads", NULL, true, 28},    {"--compute", NULL, false, 29},
+    {"--scale", NULL, true, 27},      {"--threads", NULL, true, 28},    {"--compute", NULL, true, 29},
     {"--kv-scale", NULL, true, 30},   {"--hadamard", NULL, false, 31},  {"--kv-residual", NULL, true, 32},
     {"--kv-bf16", NULL, false, 33},   {"--kv", NULL, true, 33},         {"--causal", NULL, false, 34},
     {NULL, NULL, false, 0},
@@ -329,13 +270,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
     int code = 0;
     bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
     cli_score score = {0};
+    if (cli_help_asked(argc, argv, SDPA_SETTINGS)) {
+        cli_print_usage(stdout, SDPA_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, SDPA_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *val = NULL, *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, SDPA_USAGE);
-            return -1;
-        } else if (cli_option(argc, argv, &i, "-q", "--query", &in[0].path, &code) ||
+        if (cli_option(argc, argv, &i, "-q", "--query", &in[0].path, &code) ||
                    cli_option(argc, argv, &i, "-k", "--key", &in[1].path, &code) ||
                    cli_option(argc, argv, &i, "-v", "--value", &in[2].path, &code) ||
                    cli_option(argc, argv, &i, "-m", "--mask", &in[3].path, &code) ||
@@ -357,42 +299,37 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         } else if (cli_option(argc, argv, &i, NULL, "--dropout", &val, &code)) {
             dropout = true;
             if (val && (!cli_parse_double(val, &opts->dropout_p) || opts->dropout_p < 0 || opts->dropout_p > 1))
-                code = cli_error(EXIT_USAGE, "--dropout %s is not a number from 0 to 1", val);
+                code = cli_bad_value("--dropout", val, "is not a number from 0 to 1");
         } else if (cli_option(argc, argv, &i, NULL, "--seed", &val, &code)) {
             seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
-                code = cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", val);
+                code = cli_bad_value("--seed", val, "is not a non-negative whole number");
         } else if (cli_score_option(argc, argv, &i, &score, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
-                code = cli_error(EXIT_USAGE, "--scale %s is not a finite number", val);
+                code = cli_bad_value("--scale", val, "is not a finite number");
             opts->has_scale = 1;
         } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
             long n = 0;
             if (val && !cli_parse_int(val, 1, 256, &n))
-                code = cli_error(EXIT_USAGE, "--threads %s is not a whole number from 1 to 256", val);
+                code = cli_bad_value("--threads", val, "is not a whole number from 1 to 256");
             else if (val)
                 attn_set_num_threads((int)n);
-        } else if (strcmp(arg, "--compute=bf16") == 0 || strcmp(arg, "--compute=f32") == 0) {
-            opts->compute = arg[10] == 'b' ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
-            i++;
-        } else if (strncmp(arg, "--compute", 9) == 0) {
-            code = cli_error(EXIT_USAGE, "--compute takes =f32 or =bf16, not '%s'", arg);
+        } else if (cli_option(argc, argv, &i, NULL, "--compute", &val, &code)) {
+            /* "--compute bf16" as every other option takes its value, or "--compute=bf16" */
+            if (val && strcmp(val, "bf16") == 0) opts->compute = ATTN_COMPUTE_BF16;
+            else if (val && strcmp(val, "f32") == 0) opts->compute = ATTN_COMPUTE_F32;
+            else if (val) code = cli_bad_value("--compute", val, "is not f32 or bf16");
         } else if (cli_option(argc, argv, &i, NULL, "--kv-scale", &val, &code)) {
-            char first[64], *comma = val ? strchr(val, ',') : NULL;
-            size_t len = comma ? (size_t)(comma - val) : val ? strlen(val) : 0;
-            snprintf(first, sizeof first, "%.*s", (int)(len < sizeof first ? len : sizeof first - 1), val ? val : "");
-            if (val && (len >= sizeof first || !cli_parse_double(first, &kv_scale[0]) ||
-                        !cli_parse_double(comma ? comma + 1 : first, &kv_scale[1]) || !(kv_scale[0] > 0) ||
-                        !(kv_scale[1] > 0) || kv_scale[0] > FLT_MAX || kv_scale[1] > FLT_MAX))
-                code = cli_error(EXIT_USAGE, "--kv-scale %s is not one or two finite numbers above 0 (S or S,SV)", val);
+            if (val && !cli_parse_kv_scale(val, kv_scale))
+                code = cli_bad_value("--kv-scale", val, "is not one or two finite numbers above 0 (S or S,SV)");
         } else if (strcmp(arg, "--hadamard") == 0) {
             kv_hadamard = true;
             i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv-residual", &val, &code)) {
             if (val && (!cli_parse_int(val, 0, ATTN_KEY_RESIDUAL_MAX, &kv_residual) || kv_residual % 32))
-                code = cli_error(EXIT_USAGE, "--kv-residual %s is not 0 or a multiple of 32 up to %d", val,
-                                 ATTN_KEY_RESIDUAL_MAX);
+                code = cli_bad_value("--kv-residual", val, "is not 0 or a multiple of 32 up to %d",
+                                     ATTN_KEY_RESIDUAL_MAX);
         } else if (strcmp(arg, "--kv-bf16") == 0) {
             *kv_store = ATTN_BF16;
             i++;
@@ -403,10 +340,10 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             int f = 0;
             while (val && f < 8 && strcmp(val, NAMES[f])) f++;
             if (!code && f == 8)
-                code = cli_error(EXIT_USAGE, "--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not '%s'", val);
+                code = cli_bad_value("--kv", val, "is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c");
             else if (!code) *kv_store = CODES[f];
         } else {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn sdpa --help)", arg);
+            code = cli_unknown_argument("sdpa", arg);
         }
     }
     if (code) return code;

@@ -55,13 +55,14 @@ static int parse_args(int argc, char **argv, args *a) {
     size_t used = 0;
     int nwords = 0;
     words[0] = '\0';
+    if (cli_help_asked(argc, argv, TRAIN_SETTINGS)) {
+        cli_print_usage(stdout, TRAIN_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, TRAIN_SETTINGS))) return code;
     for (int i = 1; i < argc && !code;) {
         const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            cli_print_usage(stdout, TRAIN_USAGE);
-            return -1;
-        } else if (cli_option(argc, argv, &i, NULL, "--dk", &dk, &code) ||
+        if (cli_option(argc, argv, &i, NULL, "--dk", &dk, &code) ||
                    cli_option(argc, argv, &i, NULL, "--steps", &steps, &code) ||
                    cli_option(argc, argv, &i, NULL, "--batch", &batch, &code) ||
                    cli_option(argc, argv, &i, NULL, "--lr", &lr, &code) ||
@@ -72,7 +73,7 @@ static int parse_args(int argc, char **argv, args *a) {
             else a->json = true;
             i++;
         } else if (arg[0] == '-' && arg[1]) {
-            code = cli_error(EXIT_USAGE, "unknown argument '%s' (see attn train --help)", arg);
+            code = cli_unknown_argument("train", arg);
         } else { /* a word: the sentence, or one more word for the error to quote whole */
             if (!a->sentence) a->sentence = arg;
             if (used < sizeof words)
@@ -83,18 +84,18 @@ static int parse_args(int argc, char **argv, args *a) {
     if (code) return code;
     if (nwords > 1) return cli_error(EXIT_USAGE, "one sentence only; quote it: attn train \"%s\"", words);
     long v;
-    if (dk && !cli_parse_int(dk, 1, 1024, &v)) return cli_error(EXIT_USAGE, "--dk %s is not a whole number from 1 to 1024", dk);
+    if (dk && !cli_parse_int(dk, 1, 1024, &v)) return cli_bad_value("--dk", dk, "is not a whole number from 1 to 1024");
     if (dk) a->o.d_k = (int)v;
     if (steps && !cli_parse_int(steps, 1, 100000, &v))
-        return cli_error(EXIT_USAGE, "--steps %s is not a whole number from 1 to 100000", steps);
+        return cli_bad_value("--steps", steps, "is not a whole number from 1 to 100000");
     if (steps) a->o.steps = (int)v;
     if (batch && !cli_parse_int(batch, 1, 1024, &v))
-        return cli_error(EXIT_USAGE, "--batch %s is not a whole number from 1 to 1024", batch);
+        return cli_bad_value("--batch", batch, "is not a whole number from 1 to 1024");
     if (batch) a->o.batch = (int)v;
     if (lr && (!cli_parse_double(lr, &a->o.learning_rate) || !(a->o.learning_rate > 0) || a->o.learning_rate > 10))
-        return cli_error(EXIT_USAGE, "--lr %s is not a number in (0, 10]", lr);
+        return cli_bad_value("--lr", lr, "is not a number in (0, 10]");
     if (seed && !cli_parse_seed(seed, &a->o.seed))
-        return cli_error(EXIT_USAGE, "--seed %s is not a non-negative whole number", seed);
+        return cli_bad_value("--seed", seed, "is not a non-negative whole number");
     return 0;
 }
 

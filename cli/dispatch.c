@@ -19,7 +19,12 @@ static const char USAGE[] =
     "\n"
     "options:\n"
     "  -h, --help       show this help (attn help <command> for a command's)\n"
-    "  --version        print the version\n";
+    "  --version        print the version\n"
+    "\n"
+    "-h or --help anywhere among a command's arguments (but as an option's value)\n"
+    "prints that command's help and exits with status 0; the other arguments are\n"
+    "then not read. A bad value is named in quotes, as the shell reads it back\n"
+    "(--steps '' for an empty one).\n";
 
 cli_stage cli_stop = CLI_RUN;
 

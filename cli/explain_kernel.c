@@ -19,6 +19,16 @@ typedef struct cells {
     const char *p[80 * 10];
 } cells;
 
+/* The table being built: one at a time is filled and printed, so one
+ * static buffer serves them all, and its 25 KiB stay off the stack (two in
+ * one frame took 51 KiB, more than a run in a small stack could spare). */
+static cells *new_cells(int cols, int rows) {
+    static cells c;
+    memset(&c, 0, sizeof c);
+    c.cols = cols, c.rows = rows;
+    return &c;
+}
+
 static void cell(cells *c, int r, int col, const char *fmt, double x) {
     snprintf(c->text[r][col], sizeof c->text[r][col], fmt, x);
 }
@@ -61,16 +71,16 @@ static void print_cost(const attn_kernel_walk *k) {
     cli_prose(stdout, 3, 3, "The formula scores every word against every word: T x T scores, and kept as a matrix "
               "they take T^2 memory. The streaming kernel never keeps that matrix; it asks for a fixed workspace "
               "(attn_sdpa_workspace_size, one head, d = 64, f32, one thread):");
-    cells c = {.cols = 4, .rows = ATTN_KERNEL_COST_POINTS};
-    for (int i = 0; i < c.rows; i++) {
-        cell(&c, i, 0, "%.0f", (double)k->cost_T[i]);
-        human(c.text[i][1], 24, k->cost_scores[i]);
-        human(c.text[i][2], 24, k->cost_workspace[i]);
-        cell(&c, i, 3, "%.3g", k->cost_scores[i] / k->cost_workspace[i]);
+    cells *c = new_cells(4, ATTN_KERNEL_COST_POINTS);
+    for (int i = 0; i < c->rows; i++) {
+        cell(c, i, 0, "%.0f", (double)k->cost_T[i]);
+        human(c->text[i][1], 24, k->cost_scores[i]);
+        human(c->text[i][2], 24, k->cost_workspace[i]);
+        cell(c, i, 3, "%.3g", k->cost_scores[i] / k->cost_workspace[i]);
     }
     static const char *const HEAD[4] = {"T", "T x T scores", "kernel keeps", "ratio"};
     static const int WIDTH[4] = {7, 13, 13, 9};
-    table(&c, HEAD, WIDTH);
+    table(c, HEAD, WIDTH);
     cli_prose(stdout, 3, 3, "Four times the words: sixteen times the score matrix. The workspace grows only until T "
               "fills the kernel's blocks, then hardly at all.");
 }
@@ -94,19 +104,19 @@ static void print_online(const attn_kernel_walk *k, char **words) {
               "by e^(m_old - m_new) (the rescale), to measure them against the new maximum. Each block's (out, lse) comes from attn_sdpa, merged by attn_sdpa_merge:",
               words[r], k->block);
     char buf[96];
-    cells c = {.cols = 6, .rows = k->nb};
+    cells *c = new_cells(6, k->nb);
     for (int b = 0; b < k->nb; b++) {
         int k0 = b * k->block, k1 = k0 + k->block < k->n ? k0 + k->block : k->n;
-        snprintf(c.text[b][0], 24, "%d-%d", k0 + 1, k1);
-        cell(&c, b, 1, "%.3f", k->block_lse[b]);
-        cell(&c, b, 2, "%.3f", k->run_m[b]);
-        cell(&c, b, 3, "%.3f", k->run_rescale[b]);
-        cell(&c, b, 4, "%.3f", k->run_l[b]);
-        cell(&c, b, 5, "%.3f", k->run_lse[b]);
+        snprintf(c->text[b][0], 24, "%d-%d", k0 + 1, k1);
+        cell(c, b, 1, "%.3f", k->block_lse[b]);
+        cell(c, b, 2, "%.3f", k->run_m[b]);
+        cell(c, b, 3, "%.3f", k->run_rescale[b]);
+        cell(c, b, 4, "%.3f", k->run_l[b]);
+        cell(c, b, 5, "%.3f", k->run_lse[b]);
     }
     static const char *const HEAD[6] = {"keys", "block lse", "m", "rescale", "l", "lse"};
     static const int WIDTH[6] = {6, 10, 8, 8, 8, 8};
-    table(&c, HEAD, WIDTH);
+    table(c, HEAD, WIDTH);
     for (int b = 0; b < k->nb; b++)
         cli_prose(stdout, 3, 5, "after keys %d-%d: O = %s", b * k->block + 1,
                b * k->block + k->block < k->n ? b * k->block + k->block : k->n,
@@ -138,16 +148,16 @@ static void print_cache(const attn_kernel_walk *k, char **words) {
     cli_prose(stdout, 3, 3, "A decoder writes one word at a time. Each new word appends its key and value to the "
               "cache (attn_kv_cache_append) and its query attends to everything cached (attn_kv_cache_attend), "
               "so nothing is computed twice. Token by token, the rows equal the whole causal head's:");
-    cells c = {.cols = 2 + dv, .rows = k->n};
+    cells *c = new_cells(2 + dv, k->n);
     for (int t = 0; t < k->n; t++) {
-        snprintf(c.text[t][0], 24, "%.12s", words[t]);
-        cell(&c, t, 1, "%.0f", t + 1);
-        for (int j = 0; j < dv; j++) cell(&c, t, 2 + j, "%.3f", k->cache_output[(size_t)t * dv + j]);
+        snprintf(c->text[t][0], 24, "%.12s", words[t]);
+        cell(c, t, 1, "%.0f", t + 1);
+        for (int j = 0; j < dv; j++) cell(c, t, 2 + j, "%.3f", k->cache_output[(size_t)t * dv + j]);
     }
     const char *head[10] = {"word", "cached"};
     int width[10] = {8, 7};
     for (int j = 0; j < dv; j++) head[2 + j] = attn_toy_value_feature(ATTN_TOY_WIRED, j), width[2 + j] = 7;
-    table(&c, head, width);
+    table(c, head, width);
     char a[24], b[24];
     human(a, sizeof a, k->gqa_bytes_mha), human(b, sizeof b, k->gqa_bytes_gqa);
     cli_prose(stdout, 3, 3, "Largest difference from the causal head: %.1e. Grouped-query heads share one key and "
@@ -163,16 +173,16 @@ static void print_split(const attn_kernel_walk *k, char **words) {
     cli_prose(stdout, 3, 3, "The newest word '%s' attends to a long cache. %d workers each take a part of the keys "
               "and return their (out, lse); the merge weighs each part by e^(lse_part - lse):", words[k->n - 1],
               k->workers);
-    cells c = {.cols = 2 + dv, .rows = k->workers};
+    cells *c = new_cells(2 + dv, k->workers);
     for (int p = 0; p < k->workers; p++) {
-        snprintf(c.text[p][0], 24, "%d-%d", k->split_bounds[p] + 1, k->split_bounds[p + 1]);
-        cell(&c, p, 1, "%.3f", k->split_lse[p]);
-        for (int j = 0; j < dv; j++) cell(&c, p, 2 + j, "%.3f", k->split_out[(size_t)p * dv + j]);
+        snprintf(c->text[p][0], 24, "%d-%d", k->split_bounds[p] + 1, k->split_bounds[p + 1]);
+        cell(c, p, 1, "%.3f", k->split_lse[p]);
+        for (int j = 0; j < dv; j++) cell(c, p, 2 + j, "%.3f", k->split_out[(size_t)p * dv + j]);
     }
     const char *head[10] = {"keys", "lse"};
     int width[10] = {6, 7};
     for (int j = 0; j < dv; j++) head[2 + j] = attn_toy_value_feature(ATTN_TOY_WIRED, j), width[2 + j] = 7;
-    table(&c, head, width);
+    table(c, head, width);
     cli_prose(stdout, 3, 3, "merged: lse %.3f, out %s, the whole row's (largest difference %.1e).", k->split_merged_lse,
               tuple(buf, sizeof buf, k->split_merged, dv), max_diff(k->split_merged, k->output + (size_t)(k->n - 1) * dv, dv));
 }
@@ -234,32 +244,32 @@ static void print_gradient(const attn_kernel_walk *k, char **words) {
               "(dO all ones), the fused kernel recomputes P = e^(s - lse) from the lse it stored, never the "
               "matrix; D = rowsum(dO * O) = %.3f; dP = dO V^T; dS = P * (dP - D), the gradient of the scores:",
               words[r], k->grad_D);
-    cells c = {.cols = 6, .rows = n};
+    cells *c = new_cells(6, n);
     for (int j = 0; j < n; j++) {
-        snprintf(c.text[j][0], 24, "%.12s", words[j]);
-        cell(&c, j, 1, "%.3f", k->tiles[(size_t)r * n + j]);
-        cell(&c, j, 2, "%.3f", k->grad_P[j]);
-        cell(&c, j, 3, "%.3f", k->grad_dP[j]);
-        cell(&c, j, 4, "%.4f", k->grad_dS[j]);
-        cell(&c, j, 5, "%.4f", k->grad_dS_lib[j]);
+        snprintf(c->text[j][0], 24, "%.12s", words[j]);
+        cell(c, j, 1, "%.3f", k->tiles[(size_t)r * n + j]);
+        cell(c, j, 2, "%.3f", k->grad_P[j]);
+        cell(c, j, 3, "%.3f", k->grad_dP[j]);
+        cell(c, j, 4, "%.4f", k->grad_dS[j]);
+        cell(c, j, 5, "%.4f", k->grad_dS_lib[j]);
     }
     static const char *const HEAD[6] = {"key", "score s", "P", "dP", "dS", "library"};
     static const int WIDTH[6] = {8, 8, 7, 7, 8, 8};
-    table(&c, HEAD, WIDTH);
+    table(c, HEAD, WIDTH);
     cli_prose(stdout, 3, 3, "library: attn_sdpa_backward's gradient of the scores (largest difference %.1e). The "
               "query's gradient dq = scale * dS K = %s.", max_diff(k->grad_dS, k->grad_dS_lib, n),
               tuple(buf, sizeof buf, k->grad_dq, k->d_k));
     cli_prose(stdout, 3, 3, "Why divide by sqrt(d_k): without it the scores grow with d_k, the softmax saturates "
               "(one weight near 1) and dS vanishes. The same row with its scores multiplied:");
-    cells s = {.cols = 3, .rows = ATTN_KERNEL_SATURATION};
-    for (int i = 0; i < s.rows; i++) {
-        cell(&s, i, 0, "x%.0f", k->sat_factor[i]);
-        cell(&s, i, 1, "%.3f", k->sat_top[i]);
-        cell(&s, i, 2, "%.2e", k->sat_norm[i]);
+    cells *s = new_cells(3, ATTN_KERNEL_SATURATION);
+    for (int i = 0; i < s->rows; i++) {
+        cell(s, i, 0, "x%.0f", k->sat_factor[i]);
+        cell(s, i, 1, "%.3f", k->sat_top[i]);
+        cell(s, i, 2, "%.2e", k->sat_norm[i]);
     }
     static const char *const SHEAD[3] = {"scores", "top weight", "|dS|"};
     static const int SWIDTH[3] = {7, 11, 10};
-    table(&s, SHEAD, SWIDTH);
+    table(s, SHEAD, SWIDTH);
 }
 
 int explain_kernel(const explain_args *a, cli_colours colour) {

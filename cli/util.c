@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,14 +39,60 @@ static void escape_controls(char *out, const char *text) {
     *out = '\0';
 }
 
+/* The message and its escaped line live on the heap: with a path of
+ * PATH_MAX bytes in it the two took 41 KiB of stack, which a command run
+ * in a small stack (ulimit -s 128) could not spare at its deepest call.
+ * Without memory, the message is cut to what a small buffer holds. */
 int cli_error(int code, const char *fmt, ...) {
-    char msg[8192], line[4 * sizeof msg]; /* a path of PATH_MAX bytes fits */
+    char small[256], small_line[4 * sizeof small];
     va_list ap;
     va_start(ap, fmt);
-    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) snprintf(msg, sizeof msg, "%s", fmt); /* a longer one is cut */
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    size_t size = len < 0 ? strlen(fmt) + 1 : (size_t)len + 1;
+    char *msg = malloc(size), *line = msg ? malloc(4 * size) : NULL;
+    if (!line) free(msg), msg = small, line = small_line, size = sizeof small;
+    va_start(ap, fmt);
+    if (vsnprintf(msg, size, fmt, ap) < 0) snprintf(msg, size, "%s", fmt);
     va_end(ap);
     escape_controls(line, msg);
     fprintf(stderr, "attn: error: %s\n", line);
+    if (msg != small) free(msg), free(line);
+    return code;
+}
+
+/* value as the shell would read it back: in single quotes, each ' inside
+ * written '\'' ("it's" is 'it'\''s'), so that an empty value or one with
+ * spaces shows where it begins and ends. NULL when out of memory. */
+static char *shell_quote(const char *value) {
+    size_t n = 3;
+    for (const char *p = value; *p; p++) n += *p == '\'' ? 4 : 1;
+    char *q = malloc(n), *o = q;
+    if (!q) return NULL;
+    *o++ = '\'';
+    for (const char *p = value; *p; p++)
+        if (*p == '\'') memcpy(o, "'\\''", 4), o += 4;
+        else *o++ = *p;
+    *o++ = '\'', *o = '\0';
+    return q;
+}
+
+int cli_bad_value(const char *option, const char *value, const char *fmt, ...) {
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    char *quoted = shell_quote(value);
+    int code = cli_error(EXIT_USAGE, "%s %s %s", option, quoted ? quoted : value, why);
+    free(quoted);
+    return code;
+}
+
+int cli_unknown_argument(const char *command, const char *arg) {
+    char *quoted = shell_quote(arg);
+    int code = cli_error(EXIT_USAGE, "unknown argument %s (see attn %s --help)", quoted ? quoted : arg, command);
+    free(quoted);
     return code;
 }
 
@@ -115,6 +162,16 @@ int cli_check_repeats(int argc, char **argv, const cli_setting *table) {
         if (s->value && !joined) i++; /* its value, whatever it looks like */
     }
     return 0;
+}
+
+bool cli_help_asked(int argc, char **argv, const cli_setting *table) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return true;
+        bool joined = false;
+        const cli_setting *s = setting_of(table, argv[i], &joined);
+        if (s && s->value && !joined) i++; /* its value: "-o --help" names a file */
+    }
+    return false;
 }
 
 /* strtod, strtol and strtoull skip leading white space, and strtoull takes
@@ -412,21 +469,27 @@ static void kept_name(char *buf, size_t size, const cli_output *out) { snprintf(
 /* A direct output's held bytes written through to its path, as a shell
  * redirection would write them. 0 or an errno. */
 static int deliver(const cli_output *out) {
+    /* The copy's buffer on the heap, taken before the path is opened (and a
+     * device truncated): 64 KiB of stack, beside the command's own frames,
+     * broke attn mha -o /dev/null in a small stack (ulimit -s 128). */
+    enum { CHUNK = 65536 };
+    char *buf = malloc(CHUNK);
+    if (!buf) return ENOMEM;
     errno = 0;
     FILE *src = fopen(out->tmp, "rb");
-    if (!src) return errno ? errno : EIO;
-    FILE *dst = fopen(out->path, "wb");
+    FILE *dst = src ? fopen(out->path, "wb") : NULL;
     if (!dst) {
         int e = errno ? errno : EIO;
-        fclose(src);
+        if (src) fclose(src);
+        free(buf);
         return e;
     }
-    char buf[65536];
     size_t got;
     int e = 0;
-    while (!e && (got = fread(buf, 1, sizeof buf, src)) > 0)
+    while (!e && (got = fread(buf, 1, CHUNK, src)) > 0)
         if (fwrite(buf, 1, got, dst) != got) e = errno ? errno : EIO;
     if (!e && ferror(src)) e = EIO;
+    free(buf);
     errno = 0; /* fclose's errno: a full device shows only when the buffer goes out */
     if (fclose(dst) != 0 && !e) e = errno ? errno : EIO;
     fclose(src);
@@ -579,19 +642,19 @@ bool cli_rope_option(int argc, char **argv, int *i, attn_rope_options *r, bool *
     if (cli_option(argc, argv, i, NULL, "--rope", &val, code)) {
         if (val && strcmp(val, "halves") == 0) r->layout = ATTN_ROPE_HALVES, *given = true;
         else if (val && strcmp(val, "interleaved") == 0) r->layout = ATTN_ROPE_INTERLEAVED, *given = true;
-        else if (val) *code = cli_error(EXIT_USAGE, "--rope takes halves or interleaved, not '%s'", val);
+        else if (val) *code = cli_bad_value("--rope", val, "is not halves or interleaved");
     } else if (cli_option(argc, argv, i, NULL, "--rope-base", &val, code)) {
         if (val && (!cli_parse_double(val, &r->base) || !(r->base > 0)))
-            *code = cli_error(EXIT_USAGE, "--rope-base %s is not a number above 0", val);
+            *code = cli_bad_value("--rope-base", val, "is not a number above 0");
     } else if (cli_option(argc, argv, i, NULL, "--rope-dim", &val, code)) {
         if (val && (!cli_parse_int(val, 2, 1L << 24, &n) || n % 2))
-            *code = cli_error(EXIT_USAGE, "--rope-dim %s is not an even whole number from 2 to %ld", val, 1L << 24);
+            *code = cli_bad_value("--rope-dim", val, "is not an even whole number from 2 to %ld", 1L << 24);
         else if (val) r->rotary_dim = n;
     } else if (cli_option(argc, argv, i, NULL, "--rope-offset", &val, code)) {
         /* The library's own bound (attn_rope_options): positions are exact
          * doubles up to 2^53; past it with the rows added, it names them. */
         if (val && !cli_parse_int(val, 0, 1L << 53, &n))
-            *code = cli_error(EXIT_USAGE, "--rope-offset %s is not a whole number from 0 to 2^53 (%ld)", val, 1L << 53);
+            *code = cli_bad_value("--rope-offset", val, "is not a whole number from 0 to 2^53 (%ld)", 1L << 53);
         else if (val) r->position_offset = n;
     } else {
         return false;
@@ -606,15 +669,15 @@ bool cli_score_option(int argc, char **argv, int *i, cli_score *s, int *code) {
     } else if (strcmp(arg, "--causal=bottom-right") == 0) {
         s->causal = ATTN_CAUSAL_BOTTOM_RIGHT, (*i)++;
     } else if (strncmp(arg, "--causal=", 9) == 0) {
-        *code = cli_error(EXIT_USAGE, "--causal takes top-left or bottom-right, not '%s'", arg + 9), (*i)++;
+        *code = cli_bad_value("--causal", arg + 9, "is not top-left or bottom-right"), (*i)++;
     } else if (strcmp(arg, "--alibi") == 0) {
         s->alibi = true, (*i)++;
     } else if (cli_option(argc, argv, i, NULL, "--softcap", &val, code)) {
         if (val && (!cli_parse_double(val, &s->softcap) || !(s->softcap > 0)))
-            *code = cli_error(EXIT_USAGE, "--softcap %s is not a finite number above 0", val);
+            *code = cli_bad_value("--softcap", val, "is not a finite number above 0");
     } else if (cli_option(argc, argv, i, NULL, "--window", &val, code)) {
         if (val && !cli_parse_int(val, 1, 1L << 40, &s->window))
-            *code = cli_error(EXIT_USAGE, "--window %s is not a whole number of keys from 1 to 2^40 (%ld)", val, 1L << 40);
+            *code = cli_bad_value("--window", val, "is not a whole number of keys from 1 to 2^40 (%ld)", 1L << 40);
     } else {
         return false;
     }
@@ -654,3 +717,79 @@ char *cli_word_label(const char *const *words, int n, int i) {
 }
 
 const char *cli_plural(long long n) { return n == 1 ? "" : "s"; }
+
+bool cli_parse_kv_scale(const char *text, double scale[2]) {
+    char first[64];
+    const char *comma = strchr(text, ',');
+    size_t len = comma ? (size_t)(comma - text) : strlen(text);
+    if (len >= sizeof first) return false;
+    snprintf(first, sizeof first, "%.*s", (int)len, text);
+    double s[2];
+    if (!cli_parse_double(first, &s[0]) || !cli_parse_double(comma ? comma + 1 : first, &s[1])) return false;
+    for (int i = 0; i < 2; i++)
+        if (!(s[i] > 0) || s[i] > FLT_MAX) return false;
+    scale[0] = s[0], scale[1] = s[1];
+    return true;
+}
+
+/* x stored in fp8 `format` and read back, as the library stores a value
+ * (attn_quantize: nearest, ties to even; saturating past the largest). */
+static float fp8_round(attn_dtype format, float x) {
+    unsigned char code = 0;
+    float back = 0;
+    int64_t one = 1;
+    attn_tensor t;
+    attn_tensor_init(&t, &x, ATTN_F32, 1, &one, NULL, NULL);
+    attn_quantize(&code, 1, format, &t, NULL);
+    attn_tensor_init(&t, &back, ATTN_F32, 1, &one, NULL, NULL);
+    attn_dequantize(&t, &code, 1, format, NULL);
+    return back;
+}
+
+void cli_fp8_extent(const float *x, int64_t n, float scale, double *amax, double *quot) {
+    *amax = *quot = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i])) *amax = fmax(*amax, fabs(x[i])), *quot = fmax(*quot, fabs(x[i] / scale));
+}
+
+/* The library saturates a quotient past the largest value (448 for e4m3,
+ * 57344 for e5m2) to it, as vLLM's and FlashAttention-3's conversions do,
+ * and rounds one below half the smallest to 0; for a scale the user gives,
+ * either means the scale does not suit these values (1e-30 stored every
+ * value as ±448, 1e30 every value as 0), and the output would be attention
+ * over other keys or values without a word. The scale that uses the whole
+ * range, amax / largest (vLLM's dynamic per-tensor scale), is the one
+ * suggested, rounded up to 3 digits. */
+int cli_fp8_fits(attn_dtype store, double scale, const char *what, bool keys, double amax, double quot) {
+    const double largest = fp8_round(store, FLT_MAX), fit = amax / largest;
+    const double unit = pow(10, floor(log10(fit)) - 2), suggested = ceil(fit * (1 + 1e-6) / unit) * unit;
+    const char *mine = keys ? "k" : "v", *other = keys ? "v" : "k";
+    if (scale == 0) { /* no --kv-scale: the values themselves are stored, and must fit as they are */
+        /* The suggestion scales these values and leaves the others as they
+         * are: one number would scale k and v both. */
+        char pair[64];
+        snprintf(pair, sizeof pair, keys ? "%.3g,1" : "1,%.3g", suggested);
+        if (amax > largest)
+            return cli_error(EXIT_DATA, "--kv %s: %s holds %g, past %s's largest value %g (it would be stored as "
+                             "%g); --kv-scale %s (max |%s| / %g, and %s as it is) keeps every value",
+                             attn_dtype_name(store), what, amax, attn_dtype_name(store), largest, largest, pair, mine,
+                             largest, other);
+        if (amax > 0 && fp8_round(store, (float)amax) == 0)
+            return cli_error(EXIT_DATA, "--kv %s: every value of %s would be stored as 0 (the largest is %g); "
+                             "--kv-scale %s (max |%s| / %g, and %s as it is) uses the format's range",
+                             attn_dtype_name(store), what, amax, pair, mine, largest, other);
+        return 0;
+    }
+    if ((float)scale == 0) /* x / 0: infinities, and NaN for x = 0 */
+        return cli_error(EXIT_DATA, "--kv-scale %g is 0 as the float32 the values are divided by (the smallest is "
+                         "%g)", scale, (double)FLT_TRUE_MIN);
+    if (quot > largest)
+        return cli_error(EXIT_DATA, "--kv-scale %g: %s holds %g, %g times the scale, past %s's largest value %g "
+                         "(it would be stored as %g); a scale of at least %.3g (max |%s| / %g) keeps every value",
+                         scale, what, amax, quot, attn_dtype_name(store), largest, largest, suggested, mine, largest);
+    if (amax > 0 && fp8_round(store, (float)quot) == 0)
+        return cli_error(EXIT_DATA, "--kv-scale %g: every value of %s would be stored as 0 in %s (the largest, %g, "
+                         "is %g times the scale); a scale of about %.3g (max |%s| / %g) uses the format's range",
+                         scale, what, attn_dtype_name(store), amax, quot, suggested, mine, largest);
+    return 0;
+}

@@ -220,8 +220,8 @@ def errors(o):
     np.save(o.path("short_slopes"), np.array([0.5]))
     cases = {
         "window_without_causal": (["--window", "3"], "--window needs --causal"),
-        "softcap_negative": (["--softcap", "-1"], "--softcap -1 is not"),
-        "softcap_inf": (["--softcap", "inf"], "--softcap inf is not"),
+        "softcap_negative": (["--softcap", "-1"], "--softcap '-1' is not"),
+        "softcap_inf": (["--softcap", "inf"], "--softcap 'inf' is not"),
         "slopes_nan": (["--alibi-slopes", o.path("bad_slopes")], "alibi_slopes[1] is nan"),
         "slopes_wrong_shape": (["--alibi-slopes", o.path("short_slopes")], "alibi_slopes must have shape (2,)"),
         "alibi_twice": (["--alibi", "--alibi-slopes", o.path("short_slopes")], "not both"),
@@ -231,15 +231,15 @@ def errors(o):
         # refusal of a whole number from 0. --rope-offset takes the library's own bound, 2^53
         # (the command stopped at 2^40), and past it with the rows the library names them.
         "rope_offset_past_2_53": (["--rope", "halves", "--rope-offset", str(2 ** 53 + 1)],
-                                  "--rope-offset 9007199254740993 is not a whole number from 0 to 2^53 "
+                                  "--rope-offset '9007199254740993' is not a whole number from 0 to 2^53 "
                                   "(9007199254740992)"),
         "rope_positions_past_2_53": (["--rope", "halves", "--rope-offset", str(2 ** 53 - 2)],
                                      "RoPE's positions run from position_offset 9007199254740990 over 3 positions, "
                                      "past 2^53"),
         "rope_dim_odd": (["--rope", "halves", "--rope-dim", "3"],
-                         "--rope-dim 3 is not an even whole number from 2 to 16777216"),
+                         "--rope-dim '3' is not an even whole number from 2 to 16777216"),
         "window_0": (["--causal", "--window", "0"],
-                     "--window 0 is not a whole number of keys from 1 to 2^40 (1099511627776)"),
+                     "--window '0' is not a whole number of keys from 1 to 2^40 (1099511627776)"),
     }
     for name, (flags, want) in cases.items():
         out = o.path("err_out")

@@ -148,7 +148,8 @@ def small_stack(rng):
     and two: the outputs' paths took 80 KiB of the command's stack and it
     crashed. Not under ASan, whose frames are larger by design."""
     if "asan" in BUILD:
-        print("skip sdpa_runs_in_a_128_KiB_stack: ASan's frames are larger by design", flush=True)
+        for cmd in ("sdpa", "mha", "explain", "scaling", "train", "demo"):
+            print("skip %s_runs_in_a_128_KiB_stack: ASan's frames are larger by design" % cmd, flush=True)
         return
     import resource
 
@@ -164,10 +165,107 @@ def small_stack(rng):
             if r.returncode != 0:
                 problems.append("L %d, %s thread(s): exit %d %s" % (L, threads, r.returncode, r.stderr.strip()))
     report("sdpa_runs_in_a_128_KiB_stack", not problems, "; ".join(problems))
+    # Every other subcommand alike, each writing to a device where it writes
+    # a file (a device's bytes go out through a copy buffer at the commit,
+    # the deepest point of a run): attn mha -o /dev/null took 53 KiB in its
+    # own frame and 64 KiB in the copy's, and died of SIGSEGV.
+    E = 8
+    px = save("st_x.npy", rng.standard_normal((5, E)).astype(np.float32))
+    wdir = os.path.join(TMP, "st_weights")
+    os.makedirs(wdir, exist_ok=True)
+    for name, shape in (("in_proj_weight", (3 * E, E)), ("in_proj_bias", (3 * E,)), ("out_proj.weight", (E, E)),
+                        ("out_proj.bias", (E,))):
+        np.save(os.path.join(wdir, name + ".npy"), rng.standard_normal(shape).astype(np.float32))
+    mha = ["mha", "-x", px, "--weights", wdir, "--heads", "2"]
+    runs = {
+        "mha": [mha + ["-o", "/dev/null"], mha + ["-o", "/dev/null", "--alibi", "--causal"],
+                mha + ["-o", "st_out.npy", "-w", "/dev/null"], mha + ["--incremental", "--causal", "-o", "/dev/null"],
+                mha + ["--incremental", "--causal", "--kv", "e4m3", "-o", "/dev/null"]],
+        "explain": [["explain"], ["explain", "--kernel"], ["explain", "--json"], ["explain", "--heads", "3"],
+                    ["explain", "--score", "additive"], ["explain", "--trained"]],
+        "scaling": [["scaling", "--no-train", "--dims", "16,64", "--queries", "100", "--svg", "/dev/null"]],
+        "train": [["train", "--steps", "5", "--svg", "/dev/null"], ["train", "--steps", "5", "--json"]],
+        "demo": [["demo"]],
+    }
+    for cmd, arg_lists in runs.items():
+        problems = []
+        for args in arg_lists:
+            for threads in ("1", "2"):
+                r = subprocess.run([ATTN, *args], capture_output=True, text=True, errors="replace", cwd=TMP,
+                                   preexec_fn=limited, env=dict(os.environ, ATTN_NUM_THREADS=threads))
+                if r.returncode != 0:
+                    problems.append("%s, %s thread(s): exit %d %s" % (" ".join(args[:1] + args[5:] if cmd == "mha"
+                                    else args), threads, r.returncode, r.stderr.strip()[:200]))
+        report("%s_runs_in_a_128_KiB_stack" % cmd, not problems, "; ".join(problems))
+
+
+# A bad value for each value-taking option of each subcommand, given alone
+# (the other arguments each needs to reach the check, if any, before it).
+BAD_VALUES = {
+    "sdpa": [(o, []) for o in ("--scale", "--dropout", "--threads", "--kv", "--kv-scale", "--kv-residual", "--rope",
+                               "--rope-base", "--rope-dim", "--rope-offset", "--softcap", "--window", "--compute")]
+            + [("--seed", ["--dropout", "0.5"])],
+    "mha": [(o, []) for o in ("--heads", "--kv-heads", "--kv", "--kv-residual", "--rope", "--rope-base",
+                              "--rope-dim", "--rope-offset", "--softcap", "--window")],
+    "explain": [(o, []) for o in ("--score", "--block", "--workers", "--ranks", "--heads", "--positions",
+                                  "--scale-by", "--mode", "--color")],
+    "scaling": [(o, []) for o in ("--dims", "--queries", "--keys", "--seed")],
+    "train": [(o, []) for o in ("--dk", "--steps", "--batch", "--lr", "--seed")],
+}
+
+
+def help_and_bad_values():
+    """One rule for every subcommand: -h or --help anywhere among its
+    arguments (but as an option's value) prints its help and exits 0, before
+    any other argument is read, as git and GNU's tools do; attn sdpa reported
+    a bad value before it, attn train a bad value only after, and an unknown
+    argument before --help stopped every command. And a bad value is named
+    quoted as the shell reads it back: "--steps  is not" for an empty one,
+    "--steps a b is not" for one with a space, left where it began unseen."""
+    for cmd, cases in BAD_VALUES.items():
+        usage = "usage: attn %s" % cmd
+        problems = []
+        for args in (["--help"], ["-h"], [cases[0][0], "x", "--help"], ["--help", cases[0][0], "x"],
+                     ["--bogus", "-h"], ["-h", "--bogus"], ["--help", "--help"]):
+            r = attn(cmd, *args)
+            if r.returncode != 0 or not r.stdout.startswith(usage) or r.stderr:
+                problems.append("%s: exit %d, stdout %r, stderr %r" % (" ".join(args), r.returncode, r.stdout[:40],
+                                                                       r.stderr.strip()[:120]))
+        report("%s_help_anywhere_wins" % cmd, not problems, "; ".join(problems))
+        for value, shown in (("x", "'x'"), ("", "''"), ("a b", "'a b'"), ("it's", "'it'\\''s'")):
+            problems = []
+            for option, extra in cases:
+                problems += ["%s %r: %s" % (option, value, p) for p in
+                             run_expecting_error(attn, TMP, [cmd, *extra, option, value], 2,
+                                                 "^attn: error: " + re.escape(option + " " + shown) + " is not ")]
+            report("%s_bad_values_quoted_%s" % (cmd, {"x": "plain", "": "empty", "a b": "with_space",
+                                                      "it's": "with_quote"}[value]),
+                   not problems, "; ".join(problems[:3]))
+    # demo takes no arguments: help beside one, and the one quoted
+    r = attn("demo", "extra", "--help")
+    report("demo_help_anywhere_wins", r.returncode == 0 and r.stdout.startswith("usage: attn demo") and not r.stderr,
+           "exit %d, stderr %r" % (r.returncode, r.stderr))
+    problems = run_expecting_error(attn, TMP, ["demo", "a b"], 2, r"^attn: error: unknown argument 'a b' ")
+    report("demo_unknown_argument_quoted", not problems, "; ".join(problems))
+    # An option's value is not a request for help: -o --help names a file.
+    px = save("help_x.npy", np.ones((2, 4), np.float32))
+    path = os.path.join(TMP, "--help")
+    r = attn("sdpa", "-q", px, "-k", px, "-v", px, "-o", "--help")
+    report("sdpa_option_value_help_is_a_file_name", r.returncode == 0 and os.path.exists(path) and
+           np.array_equal(np.load(path), np.ones((2, 4), np.float32)), "exit %d %r" % (r.returncode, r.stderr))
+    if os.path.exists(path):
+        os.remove(path)
+    # --compute takes its value as every other option: "--compute bf16" ran
+    # as the unknown "--compute" with a stray "bf16".
+    r1, r2 = attn("sdpa", "-q", px, "-k", px, "-v", px, "--compute", "f32"), attn("sdpa", "-q", px, "-k", px, "-v", px,
+                                                                                "--compute=f32")
+    report("sdpa_compute_value_apart_or_joined", r1.returncode == 0 and r1.stdout == r2.stdout and r2.returncode == 0,
+           "exit %d %r, exit %d %r" % (r1.returncode, r1.stderr, r2.returncode, r2.stderr))
 
 
 def main():
     rng = np.random.default_rng(7)
+    help_and_bad_values()
     small_stack(rng)
     help_width()
     error_lines_one_line()
@@ -317,8 +415,8 @@ def main():
                    f"exit {r.returncode}: {r.stderr.strip()}")
     else:
         print(f"skip bench_through_symlink: no attn-bench beside {ATTN} (make bench)")
-    expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale nan is not a finite number")
-    expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale big is not a finite")
+    expect_error("usage_scale_nan", base + ["--scale", "nan"], 2, r"--scale 'nan' is not a finite number")
+    expect_error("usage_scale_text", base + ["--scale", "big"], 2, r"--scale 'big' is not a finite")
     expect_error("usage_causal_mode", base + ["--causal=sideways"], 2, r"top-left or bottom-right")
     expect_error("usage_same_outputs", base + ["-w", "out.npy"], 2, r"same file")
     # One file by two spellings: both outputs would be renamed onto it, and
@@ -348,7 +446,7 @@ def main():
         extra = ["--dropout", "0.5"] if flag == "--seed" else []
         shown = value.replace("\t", "\\t").replace("\n", "\\n")  # the one line shows control bytes escaped
         expect_error("usage_leading_space_%s_%s" % (flag.lstrip("-"), value.strip().lstrip("-")),
-                     base + extra + [flag, value], 2, re.escape(flag + " " + shown) + " is not")
+                     base + extra + [flag, value], 2, re.escape(flag + " '" + shown + "'") + " is not")
     # Whatever an argument holds, the error is one line, and no escape
     # sequence reaches the terminal: a newline or an ESC shows as \n, \x1b.
     expect_error("usage_error_is_one_line", base + ["--bogus\nattn: error: \x1b[2Jforged"], 2,
@@ -649,7 +747,7 @@ def main():
                                       save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
                                       "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
     expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
-                 r"--kv takes q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c, not 'q5'")
+                 r"--kv 'q5' is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c")
     # --kv q4c / q2c: a cache with keys per channel over groups of 32 positions
     # (the 40 keys: one group, quantized from their float16 values, and 8 in
     # float16) and q4_1 values; out against NumPy's reference of the layouts,
@@ -719,10 +817,10 @@ def main():
                (err, r.stderr))
     for case, extra, pattern in (
             ("not_multiple_of_32", ["--kv", "q4c", "--kv-residual", "48"],
-             r"--kv-residual 48 is not 0 or a multiple of 32 up to 1024"),
+             r"--kv-residual '48' is not 0 or a multiple of 32 up to 1024"),
             ("too_large", ["--kv", "q4c", "--kv-residual", "2048"],
-             r"--kv-residual 2048 is not 0 or a multiple of 32 up to 1024"),
-            ("negative", ["--kv", "q2c", "--kv-residual=-32"], r"--kv-residual -32 is not 0 or a multiple of 32"),
+             r"--kv-residual '2048' is not 0 or a multiple of 32 up to 1024"),
+            ("negative", ["--kv", "q2c", "--kv-residual=-32"], r"--kv-residual '-32' is not 0 or a multiple of 32"),
             ("without_per_channel_keys", ["--kv", "q8", "--kv-residual", "64"],
              r"--kv-residual keeps recent keys of a per-channel cache in float16: give --kv q4c or --kv q2c"),
             ("without_kv", ["--kv-residual", "64"], r"--kv-residual keeps recent keys"),
@@ -813,7 +911,7 @@ def main():
            r.stderr or str(shapes))
 
     # Dropout: its flags' errors, and the mask written out, bool and shaped like the weights.
-    expect_error("dropout_above_one", base + ["--dropout", "1.5"], 2, r"--dropout 1\.5 is not a number from 0 to 1")
+    expect_error("dropout_above_one", base + ["--dropout", "1.5"], 2, r"--dropout '1\.5' is not a number from 0 to 1")
     # p = 1 is PyTorch's too: every weight dropped, so out, the weights and
     # every gradient are zeros, and the mask all false.
     r = attn(*(base + ["--dropout", "1", "--dropout-mask", "keep.npy", "-w", "w.npy", "--grad-out", pdo] + grads))
@@ -822,7 +920,7 @@ def main():
     keep = np.load(os.path.join(TMP, "keep.npy")) if r.returncode == 0 else np.ones(1, bool)
     report("dropout_one_gives_zeros", len(got) == 5 and all(a.size and not a.any() for a in got) and not keep.any(),
            r.stderr or str([float(np.abs(a).max()) for a in got]))
-    expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed -1")
+    expect_error("dropout_seed_negative", base + ["--dropout", "0.5", "--seed", "-1"], 2, r"--seed '-1'")
     # --seed alone seeded nothing and was ignored: refused, as other options needing another are.
     expect_error("seed_without_dropout", base + ["--seed", "9"], 2,
                  r"^attn: error: --seed seeds the dropout mask: give --dropout P too$")

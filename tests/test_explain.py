@@ -876,7 +876,7 @@ def test_heads():
     r = run("explain", "--heads", "2", "--step", "summary", sentence)
     report("heads_text", r.returncode == 0 and "== head 2 of 2: where?" in r.stdout and r.stdout.count("who attends") == 2,
            r.stdout[:300])
-    expect_error("heads_too_many", ["explain", "--heads", "4"], 2, r"--heads takes 1, 2 or 3")
+    expect_error("heads_too_many", ["explain", "--heads", "4"], 2, r"--heads '4' is not 1, 2 or 3")
     expect_error("heads_not_random", ["explain", "--heads", "2", "--random-head"], 2, r"--heads runs the toy")
     expect_error("heads_step", ["explain", "--heads", "2", "--step", "q"], 2, r"weights, summary or output")
 
@@ -1319,9 +1319,9 @@ def test_errors():
     expect_error("json_empty_sentence", ["explain", "--json", " "], 1, r"the sentence is empty")
     expect_error("too_long_sentence", ["explain", " ".join(["the cat"] * 40)], 1, r"more than 64 words")
     expect_error("bad_step", ["explain", "--step", "everything"], 2, r"unknown --step 'everything'")
-    expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode takes average, dot or qkv")
-    expect_error("bad_color", ["explain", "--color", "sometimes"], 2, r"--color takes auto, always or never")
-    expect_error("bad_option", ["explain", "--frobnicate"], 2, r"unknown option '--frobnicate'")
+    expect_error("bad_mode", ["explain", "--mode", "magic"], 2, r"--mode 'magic' is not average, dot or qkv")
+    expect_error("bad_color", ["explain", "--color", "sometimes"], 2, r"--color 'sometimes' is not auto, always or never")
+    expect_error("bad_option", ["explain", "--frobnicate"], 2, r"unknown argument '--frobnicate'")
     # --vocab and --cost print a table of their own: anything else given with
     # them would be silently dropped (a typo, a --json never honoured).
     expect_error("vocab_with_unknown_option", ["explain", "--vocab", "--frobnicate"], 2, r"--vocab takes no other")
@@ -1373,10 +1373,10 @@ def test_errors():
                  r"--wq w34\.npy has 3 rows but X has d_model = 8")
     expect_error("wq_wk_cols", ["explain", "--wq", "w84.npy", "--wk", "w85.npy", "--wv", "w84.npy"], 1,
                  r"--wq has d_k = 4 columns but --wk has 5")
-    expect_error("train_bad_dk", ["train", "--dk", "0"], 2, r"--dk 0 is not a whole number from 1 to 1024")
-    expect_error("train_bad_steps", ["train", "--steps", "ten"], 2, r"--steps ten")
-    expect_error("train_bad_lr", ["train", "--lr", "0"], 2, r"--lr 0 is not a number in \(0, 10\]")
-    expect_error("train_bad_seed", ["train", "--seed", "x"], 2, r"--seed x")
+    expect_error("train_bad_dk", ["train", "--dk", "0"], 2, r"--dk '0' is not a whole number from 1 to 1024")
+    expect_error("train_bad_steps", ["train", "--steps", "ten"], 2, r"--steps 'ten'")
+    expect_error("train_bad_lr", ["train", "--lr", "0"], 2, r"--lr '0' is not a number in \(0, 10\]")
+    expect_error("train_bad_seed", ["train", "--seed", "x"], 2, r"--seed 'x'")
     expect_error("train_two_sentences", ["train", "the", "cat"], 2, r"one sentence only")
     # The quoted suggestion holds every word given, not only the first two.
     expect_error("train_words_quoted_whole", ["train", "the", "cat", "--steps", "2", "sat", "on"], 2,
@@ -1387,8 +1387,8 @@ def test_errors():
     r = run("scaling", "--queries", "1", "--keys", "1", "--dims", "4", "--no-train")
     report("scaling_one_query_one_key_singular", r.returncode == 0 and
            "1 random query, each against its own 1 random key (seed 0)" in flat(r.stdout), r.stdout[:200])
-    expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims: 'abc'")
-    expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries 0")
+    expect_error("scaling_bad_dims", ["scaling", "--dims", "16,abc"], 2, r"--dims '16,abc' is not a list of whole numbers from 1 to 1048576 \(size 2 is not\)")
+    expect_error("scaling_zero_queries", ["scaling", "--queries", "0"], 2, r"--queries '0'")
     expect_error("scaling_keys_with_variance", ["scaling", "--variance", "--keys", "3"], 2, r"pairs")
     # --no-train with --variance, which trains nothing: it was taken and ignored.
     expect_error("scaling_no_train_with_variance", ["scaling", "--variance", "--no-train"], 2,
@@ -1396,7 +1396,7 @@ def test_errors():
     # One pair has no spread: its std printed 0.00 and was said to be near sqrt(d).
     expect_error("scaling_variance_one_pair", ["scaling", "--variance", "--queries", "1"], 2,
                  r"--variance needs at least 2 pairs")
-    expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed -4")
+    expect_error("scaling_bad_seed", ["scaling", "--seed", "-4"], 2, r"--seed '-4'")
     expect_error("scaling_svg_missing_dir", ["scaling", "--queries", "10", "--svg", "no/dir/x.svg"], 1,
                  r"cannot create no/dir/x\.svg")
     # The report on stdout to a full disk (or a pipe whose reader is gone):
@@ -1591,7 +1591,7 @@ def test_kernel():
                  r"unknown --step 'tokens' with --kernel; steps: cost tiles online")
     expect_error("kernel_bad_step_json", ["explain", "--kernel", "--json", "--step", "warp"], 2, r"unknown --step 'warp'")
     expect_error("kernel_with_causal", ["explain", "--kernel", "--causal"], 2, r"--kernel explains the toy's wired head")
-    expect_error("kernel_bad_block", ["explain", "--kernel", "--block", "9"], 2, r"--block takes 1 to 8, not '9'")
+    expect_error("kernel_bad_block", ["explain", "--kernel", "--block", "9"], 2, r"--block '9' is not a whole number from 1 to 8")
     expect_error("kernel_block_alone", ["explain", "--block", "3"], 2, r"--block, --workers and --ranks go with --kernel")
     expect_error("kernel_unknown_word", ["explain", "--kernel", "the cta"], 1, r"unknown word 'cta'")
 

@@ -814,6 +814,22 @@ for name, cls, call in (
     except Exception as e:  # noqa: BLE001
         why = "%s: %s" % (type(e).__name__, e)
     check("kv_cache_python_refused_" + name, not why, why)
+# k or v of another dtype for a float64 cache, named as NumPy names it, k's
+# and v's alike: a float32 k reached the library, which said "k is f32; an
+# f64 cache takes f64"; int64 and float16 were refused here with the
+# message of a call beside a float32 q, rewritten by splitting its text.
+for given, dtype in (("k", np.float32), ("k", np.float16), ("k", np.int64), ("v", np.float32), ("v", np.int64)):
+    c64k = attn.KVCache(1, 1, 4, 4, dtype="float64")
+    k, v = ((np.ones((1, 1, 1, 4), dtype) if n == given else np.ones((1, 1, 1, 4))) for n in ("k", "v"))
+    want = "%s is %s; a float64 cache takes float64" % (given, np.dtype(dtype))
+    try:
+        c64k.append(k, v)
+        why = "no error"
+    except attn.DtypeError as e:
+        why = "" if str(e) == want and c64k.length == 0 else "%r (wanted %r), length %d" % (str(e), want, c64k.length)
+    except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+        why = "%s: %s" % (type(e).__name__, e)
+    check("kv_cache_python_%s_%s_into_float64_named" % (given, np.dtype(dtype)), not why, why)
 # A float32 q for a float64 cache, named as the caller gave it: the library
 # spoke of the cache's rows ("k is f64 but q is f32").
 c64q = attn.KVCache(1, 1, 4, 4, dtype="float64")

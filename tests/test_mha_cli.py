@@ -360,9 +360,9 @@ def quantized_cache(c, rng):
     def heads(a, h):  # (N, L, h*D) -> (N, h, L, D)
         return a.reshape(N, L, h, D).transpose(0, 2, 1, 3)
 
-    def held(a, fmt):  # what the cache holds of f32 rows a (..., D), as float64
-        raw = ref_quantize(np.ascontiguousarray(a, np.float32).reshape(-1, D), fmt)
-        return ref_dequantize(raw, fmt, D).astype(np.float64).reshape(a.shape), raw
+    def held(a, fmt, scale=1.0):  # what the cache holds of f32 rows a (..., D), as float64: fp8(a / scale) * scale
+        raw = ref_quantize((np.ascontiguousarray(a, np.float32) / np.float32(scale)).reshape(-1, D), fmt)
+        return ref_dequantize(raw, fmt, D).astype(np.float64).reshape(a.shape) * scale, raw
 
     # Sylvester's Hadamard matrix / sqrt(D): --hadamard's rotation (symmetric)
     hm = np.ones((1, 1))
@@ -370,22 +370,25 @@ def quantized_cache(c, rng):
         hm = np.block([[hm, hm], [hm, -hm]])
     hm /= np.sqrt(D)
 
-    def one(name, fmt, turn):
-        tag = "quantized_cache_%s%s" % (name, "_hadamard" if turn else "")
+    def one(name, fmt, turn, scales=None):
+        """scales: --kv-scale's two (powers of two: x / S is exact in f32, and
+        code * S too), or None."""
+        ks, vs = scales or (1.0, 1.0)
+        tag = "quantized_cache_%s%s%s" % (name, "_hadamard" if turn else "", "_scaled" if scales else "")
         for draw in range(20):
             x = rng.integers(-128, 129, (N, L, E)) / 64.0
             k = rope_reference(heads(x @ state["k_proj_weight"].T, Hkv), *rope, 1.0).numpy()
             if turn:  # the cache stores H k, rounded once to f32, then its format
                 k = (k.astype(np.float32).astype(np.float64) @ hm).astype(np.float32).astype(np.float64)
             delta = 1e-6 * np.abs(k).max(axis=-1, keepdims=True)
-            _, raw = held(k, fmt)
-            if all(np.array_equal(held(k + s * delta, fmt)[1], raw) for s in (-1, 1)):
+            _, raw = held(k, fmt, ks)
+            if all(np.array_equal(held(k + s * delta, fmt, ks)[1], raw) for s in (-1, 1)):
                 break
         else:
             c.report(tag, "no draw of X kept its keys clear of the rounding boundaries")
             return
-        kh, _ = held(k, fmt)
-        vh, _ = held(heads(x @ state["v_proj_weight"].T, Hkv), fmt)
+        kh, _ = held(k, fmt, ks)
+        vh, _ = held(heads(x @ state["v_proj_weight"].T, Hkv), fmt, vs)
         q = rope_reference(heads(x @ state["q_proj_weight"].T, H), *rope, 1.0).numpy()
         if turn:  # attention turns each query alike (in f32), so q.k is kept
             q = (q.astype(np.float32).astype(np.float64) @ hm).astype(np.float32).astype(np.float64)
@@ -406,6 +409,7 @@ def quantized_cache(c, rng):
             return
         args = ["--heads", "4", "--rope", "halves", "--causal", "--incremental", "--kv", name]
         args += ["--hadamard"] if turn else []
+        args += ["--kv-scale", "%r,%r" % (ks, vs)] if scales else []
         # q8 and q4 keys are scored by default with the query rounded to int8
         # per block (attn.h, "How attention reads them"): its own bound is
         # checked against f64 in test_quant_kv. Here ATTN_QDOT=widen scores
@@ -427,6 +431,10 @@ def quantized_cache(c, rng):
         one(name, fmt, False)
     for name in ("q8", "q4", "e4m3"):  # keys stored turned by the Walsh-Hadamard rotation
         one(name, FORMATS[name], True)
+    for name in ("e4m3", "e5m2"):  # one scale for every head's keys, another for the values
+        one(name, FORMATS[name], False, (4.0, 0.5))
+    one("e4m3", FORMATS["e4m3"], True, (0.25, 2.0))
+    fp8_range(c, rng, E)
     # Bad input: one line, a non-zero exit, no output.
     np.save(c.path("qx64.npy"), rng.standard_normal((3, E)))
     np.save(c.path("qx32.npy"), rng.standard_normal((3, E)).astype(np.float32))
@@ -440,7 +448,7 @@ def quantized_cache(c, rng):
     base = ["--weights", c.path("quant.safetensors"), "--heads", "4"]
     for case, args, want in (
             ("unknown_format", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q3"],
-             "--kv takes q8, q4, q4_1, e4m3, e5m2, q4c or q2c, not 'q3'"),
+             "--kv 'q3' is not q8, q4, q4_1, e4m3, e5m2, q4c or q2c"),
             ("without_incremental", ["-x", c.path("qx32.npy"), "--kv", "q8"], "give --incremental too"),
             ("f64_input", ["-x", c.path("qx64.npy"), "--incremental", "--kv", "q4"], "needs float32 X"),
             ("f16_input", ["-x", c.path("qx16.npy"), "--incremental", "--kv", "q8"],
@@ -453,9 +461,9 @@ def quantized_cache(c, rng):
             ("hadamard_keys_per_channel", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q4c", "--hadamard"],
              "--hadamard is for keys stored per token; --kv q4c keys"),
             ("residual_not_multiple_of_32", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q4c", "--kv-residual",
-                                             "48"], "--kv-residual 48 is not 0 or a multiple of 32 up to 1024"),
+                                             "48"], "--kv-residual '48' is not 0 or a multiple of 32 up to 1024"),
             ("residual_too_large", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q2c", "--kv-residual", "1056"],
-             "--kv-residual 1056 is not 0 or a multiple of 32 up to 1024"),
+             "--kv-residual '1056' is not 0 or a multiple of 32 up to 1024"),
             ("residual_without_per_channel_keys", ["-x", c.path("qx32.npy"), "--incremental", "--kv", "q8",
                                                    "--kv-residual", "64"],
              "--kv-residual keeps recent keys of a per-channel cache in float16: give --incremental --kv q4c or q2c"),
@@ -473,6 +481,50 @@ def quantized_cache(c, rng):
         ok = r.returncode != 0 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
         c.report("quantized_cache_error_" + case,
                  "" if ok and not os.path.exists(out) and not r.stdout else "rc %d, stderr %r" % (r.returncode, r.stderr))
+
+
+def fp8_range(c, rng, E):
+    """attn mha --incremental --kv e4m3|e5m2 refuses keys or values that the
+    format cannot hold, as attn sdpa --kv does (one shared check, one
+    wording): a projection past the format's largest value was stored as
+    that value, or one of none as 0, and the layer ran without a word. The
+    scale the message names is then taken, and the layer runs."""
+    x = rng.standard_normal((3, E)).astype(np.float32)
+    base = ["--weights", c.path("quant.safetensors"), "--heads", "4", "--incremental", "--causal"]
+    largest = {"e4m3": "448", "e5m2": "57344"}
+    for fmt, times in (("e4m3", 1e3), ("e5m2", 1e5)):
+        np.save(c.path("fp8_big.npy"), x * np.float32(times))
+        c.bad_args("fp8_range_%s_saturating_refused" % fmt, ["-x", c.path("fp8_big.npy")] + base + ["--kv", fmt],
+                   "--kv %s: the key projection of -x %s holds " % (fmt, c.path("fp8_big.npy")))
+        r = c.run(["-x", c.path("fp8_big.npy"), "-o", c.path("fp8_out.npy")] + base + ["--kv", fmt])
+        m = re.search(r"past %s's largest value %s \(it would be stored as %s\); --kv-scale ([\d.e+-]+),1 \(max \|k\| "
+                      r"/ %s, and v as it is\) keeps every value$" % (fmt, largest[fmt], largest[fmt], largest[fmt]),
+                      r.stderr.strip())
+        c.report("fp8_range_%s_message_as_sdpa" % fmt, "" if m else "stderr %r" % r.stderr)
+        if not m:
+            continue
+        # The suggestion for k, then v's if it asks for one: the layer runs.
+        scale, why = [m[1], "1"], ""
+        for _ in range(2):
+            r = c.run(["-x", c.path("fp8_big.npy"), "-o", c.path("fp8_out.npy")] + base +
+                      ["--kv", fmt, "--kv-scale", ",".join(scale)])
+            v = re.search(r"a scale of at least ([\d.e+-]+) \(max \|v\|", r.stderr)
+            if r.returncode == 0 or not v:
+                break
+            scale[1] = v[1]
+        why = "" if r.returncode == 0 and os.path.exists(c.path("fp8_out.npy")) else "rc %d, stderr %r" % (
+            r.returncode, r.stderr)
+        c.report("fp8_range_%s_suggested_scale_runs" % fmt, why)
+    np.save(c.path("fp8_tiny.npy"), x * np.float32(1e-9))
+    c.bad_args("fp8_range_e5m2_vanishing_refused", ["-x", c.path("fp8_tiny.npy")] + base + ["--kv", "e5m2"],
+               "--kv e5m2: every value of the key projection of -x %s would be stored as 0" % c.path("fp8_tiny.npy"))
+    np.save(c.path("fp8_x.npy"), x)
+    c.bad_args("fp8_range_scale_saturating_refused", ["-x", c.path("fp8_x.npy")] + base +
+               ["--kv", "e4m3", "--kv-scale", "1e-30"], "--kv-scale 1e-30: the key projection of -x ")
+    c.bad_args("fp8_range_scale_without_fp8", ["-x", c.path("fp8_x.npy")] + base + ["--kv", "q8", "--kv-scale", "2"],
+               "--kv-scale needs --kv e4m3 or --kv e5m2", code=2)
+    c.bad_args("fp8_range_scale_bad_value", ["-x", c.path("fp8_x.npy")] + base + ["--kv", "e4m3", "--kv-scale", "0"],
+               "--kv-scale '0' is not one or two finite numbers above 0", code=2)
 
 
 def half_weights(c, rng):

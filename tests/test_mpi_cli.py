@@ -328,7 +328,7 @@ def main():
           "give --alibi or --alibi-slopes FILE, not both")
     c.bad("error_window_without_causal", 2, qkv3 + ["--window", "4"], "--window needs --causal")
     c.bad("error_rope_base_without_rope", 2, qkv3 + ["--rope-base", "100"], "need --rope halves|interleaved")
-    c.bad("error_softcap_zero", 2, qkv3 + ["--softcap", "0"], "--softcap 0 is not a finite number above 0")
+    c.bad("error_softcap_zero", 2, qkv3 + ["--softcap", "0"], "--softcap '0' is not a finite number above 0")
     c.bad("error_sinks_wrong_shape", 2, qkv3 + ["--sinks", c.path("sinks3.npy")], "sinks")
     c.bad("error_sinks_missing_file", 2, qkv3 + ["--sinks", c.path("no_sinks.npy")], "no_sinks.npy")
     c.save(q_heads=f((4097, 4, 1)), k_heads=f((4097, 4, 1)))  # past the paper's slopes --alibi computes
@@ -383,7 +383,7 @@ def main():
     # A float16 q: the words of attn sdpa, not the ring's refusal of an f32 out.
     c.save(q_f16=f((2, 37, 16)).astype(np.float16))
     c.bad("error_q_float16", 2, ["-q", c.path("q_f16.npy"), "-k", k, "-v", v], "q must be float32 or float64")
-    c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout takes")
+    c.bad("error_usage_layout", 2, ["-q", q, "-k", k, "-v", v, "--layout", "diagonal"], "--layout 'diagonal' is not zigzag or contiguous")
     # An option given twice, or two that set one thing, is refused, naming both as written.
     c.bad("error_usage_layout_twice", 2, ["-q", q, "-k", k, "-v", v, "--layout", "zigzag", "--layout=contiguous"],
           "--layout zigzag and --layout=contiguous")
@@ -394,12 +394,21 @@ def main():
         c.save(**{"m_" + dt: np.ones((37, 37), dt)})
         c.bad("error_integer_mask_" + dt, 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m_%s.npy" % dt)],
               "a 0/1 mask as bool")
+    # --help anywhere wins, before any other argument is read, on every rank
+    # alike, as attn's commands take it: a bad value before it was reported.
+    for name, prog, args in (("sdpa_bad_value_then_help", "sdpa", ["--scale", "x", "--help"]),
+                             ("sdpa_help_then_unknown", "sdpa", ["--help", "--frobnicate"]),
+                             ("bench_bad_value_then_help", "bench", ["--seq", "abc", "-h"])):
+        r = subprocess.run(c.mpirun + ["-np", "2", c.mpi, prog] + args, capture_output=True, text=True, timeout=60)
+        ok = r.returncode == 0 and r.stdout.startswith("usage:") and r.stdout.count("usage:") == 1 and not r.stderr
+        c.report("help_anywhere_" + name, "" if ok else "rc %d, stdout %r, stderr %r" % (r.returncode, r.stdout[:80],
+                                                                                         r.stderr))
     # A timeout past the library's bound is the parser's usage error (exit 2),
     # not a failure in the ring (exit 1); so is one that is not above 0.
     for name, t in (("huge", "1e300"), ("bound", "1e9"), ("zero", "0")):
         r = c.run_mpi(1, ["-q", q, "-k", k, "-v", v, "-o", c.path("bad_out.npy"), "--timeout", t])
         lines = r.stderr.strip().splitlines()
-        ok = r.returncode == 2 and len(lines) == 1 and "--timeout takes a number of seconds above 0 and below 1e+09" in lines[0]
+        ok = r.returncode == 2 and len(lines) == 1 and ("--timeout '%s' is not a number of seconds above 0 and below 1e+09" % t) in lines[0]
         c.report("error_usage_timeout_" + name, "" if ok else "rc %d, stderr %r" % (r.returncode, r.stderr))
 
     # Ranks given different files or options (a node with other copies of
@@ -441,7 +450,7 @@ def main():
         ("softcap", base + ["--softcap", "5"], base + ["--softcap", "6"], None, "softcap"),
         ("sinks_given", base, base + ["--sinks", p("sinks2.npy")], None, "--sinks: given on some ranks"),
         ("alibi_given", base, base + ["--alibi"], None, "--alibi: given on some ranks"),
-        ("usage_error", base, base + ["--layout", "diagonal"], None, ("different command lines", "--layout takes")),
+        ("usage_error", base, base + ["--layout", "diagonal"], None, ("different command lines", "--layout 'diagonal' is not")),
         ("help", base, ["--help"], None, "different command lines"),
     ]
     for what, args, odd_args, odd_files, want in differences:
@@ -495,8 +504,8 @@ def main():
     # --quick after --seq replaced its length), an unknown one or one
     # without its value is one line too (they printed the whole usage),
     # and nothing on stdout. Through attn bench --mpi as well.
-    for name, a, want in (("layout", ["--layout", "diagonal"], "--layout takes zigzag or contiguous"),
-                          ("seq_text", ["--seq", "abc"], "--seq takes"), ("seq_short", ["--seq", "3"], "--seq takes"),
+    for name, a, want in (("layout", ["--layout", "diagonal"], "--layout 'diagonal' is not zigzag or contiguous"),
+                          ("seq_text", ["--seq", "abc"], "--seq 'abc' is not"), ("seq_short", ["--seq", "3"], "--seq '3' is not"),
                           ("quick_twice", ["--quick"], "--quick and --quick: give --quick once"),
                           ("seq_twice", ["--seq", "512", "--seq=1024"], "--seq 512 and --seq=1024: give --seq once"),
                           ("layout_twice", ["--layout", "zigzag", "--layout", "zigzag"],

@@ -56,13 +56,13 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     a->rope = attn_rope_options_default();
     cli_score score = {0};
     int code = 0;
+    if (cli_help_asked(argc, argv, MPI_SETTINGS)) { /* anywhere, before anything else is read, as attn's commands */
+        if (speak) cli_print_usage(stdout, MPI_USAGE);
+        return -1;
+    }
     if ((code = cli_check_repeats(argc, argv, MPI_SETTINGS))) return code;
     for (int i = 2; i < argc && !code;) {
         const char *arg = argv[i], *val = NULL;
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            if (speak) cli_print_usage(stdout, MPI_USAGE);
-            return -1;
-        }
         if (cli_option(argc, argv, &i, "-q", "--query", &a->q, &code) || cli_option(argc, argv, &i, "-k", "--key", &a->k, &code) ||
             cli_option(argc, argv, &i, "-v", "--value", &a->v, &code) || cli_option(argc, argv, &i, "-m", "--mask", &a->m, &code) ||
             cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) || cli_option(argc, argv, &i, NULL, "--lse", &a->lse, &code) ||
@@ -71,15 +71,15 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
             cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code))
             continue;
         if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
-            if (!code && !cli_parse_double(val, &a->so.scale)) code = cli_error(EXIT_USAGE, "--scale takes a finite number, not '%s'", val);
+            if (!code && !cli_parse_double(val, &a->so.scale)) code = cli_bad_value("--scale", val, "is not a finite number");
             a->so.has_scale = 1;
         } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
             if (!code && (!cli_parse_double(val, &a->timeout_s) || !(a->timeout_s > 0 && a->timeout_s < ATTN_MPI_ARGS_TIMEOUT_MAX)))
-                code = cli_error(EXIT_USAGE, "--timeout takes a number of seconds above 0 and below %g, not '%s'",
-                                 ATTN_MPI_ARGS_TIMEOUT_MAX, val);
+                code = cli_bad_value("--timeout", val, "is not a number of seconds above 0 and below %g",
+                                     ATTN_MPI_ARGS_TIMEOUT_MAX);
         } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
             if (!code && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
-                code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);
+                code = cli_bad_value("--layout", val, "is not zigzag or contiguous");
             a->layout = val && strcmp(val, "contiguous") == 0 ? ATTN_MPI_ARGS_CONTIGUOUS : ATTN_MPI_ARGS_ZIGZAG;
         } else if (strcmp(arg, "--stats") == 0) {
             a->stats = true, i++;

@@ -194,21 +194,22 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
     bool quick = false;
     /* Every rank parses the same command line, so each error is every
      * rank's; the others' stderr is silent (attn_mpi.c), rank 0 says it. */
+    if (cli_help_asked(argc, argv, BENCH_SETTINGS)) { /* anywhere, before anything else is read */
+        if (rank == 0) cli_print_usage(stdout, BENCH_USAGE);
+        return 0;
+    }
     if ((code = cli_check_repeats(argc, argv, BENCH_SETTINGS))) return code;
     for (int i = 2; i < argc && !code;) {
         const char *val = NULL;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            if (rank == 0) cli_print_usage(stdout, BENCH_USAGE);
-            return 0;
-        } else if (strcmp(argv[i], "--quick") == 0) {
+        if (strcmp(argv[i], "--quick") == 0) {
             quick = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--seq", &val, &code)) {
             if (val && !cli_parse_int(val, 2L * size, INT32_MAX, &seq))
-                code = cli_error(EXIT_USAGE, "--seq takes a whole number from twice the ranks (%d) to %d, not '%s'",
-                                 2 * size, INT32_MAX, val);
+                code = cli_bad_value("--seq", val, "is not a whole number from twice the ranks (%d) to %d", 2 * size,
+                                     INT32_MAX);
         } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
             if (val && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
-                code = cli_error(EXIT_USAGE, "--layout takes zigzag or contiguous, not '%s'", val);
+                code = cli_bad_value("--layout", val, "is not zigzag or contiguous");
             else if (val) layout = strcmp(val, "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
         } else {
             code = cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn-mpi bench --help)", argv[i]);

@@ -166,7 +166,7 @@ def _ranked(a, name):
     return a
 
 
-def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
+def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False, f64_only=None):
     """The array `name` as given (no copy) when it is float32 or float64, or,
     for a key or value (kv) beside a float32 q, float16, or float16 where the
     call takes it (f16: a query the library widens itself). Lists and scalars
@@ -176,7 +176,11 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
     converted: an integer q made float64 would be reported as a mismatch
     with k, not as what it is. f32_only: float64 refused too (a KV pool's
     calls, which take float32), and said so: the message offered float64,
-    which the library then refused naming an output the caller never gave."""
+    which the library then refused naming an output the caller never gave.
+    f64_only: None, or the words for what takes float64 alone ("a float64
+    cache"): float32 and float16 refused too, as "k is float32; a float64
+    cache takes float64" (the library said "k is f32; an f64 cache takes
+    f64", in its own dtype names)."""
     if a is None:
         raise NullError("%s is None" % name, 1)
     if not isinstance(a, np.ndarray):
@@ -194,13 +198,19 @@ def _float_array(a, name, like=None, kv=False, f32_only=False, f16=False):
                 raise DtypeError("%s is %s, not an array of numbers (%s)" % (name, type(a).__name__, e), 6) from None
         a = _array(a, name)
     _ranked(a, name)
-    taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
-    if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
+    if f64_only:
+        taken = (np.float64,)
+    else:
+        taken = ((np.float32,) if f32_only else (np.float32, np.float64)) + ((np.float16,) if f16 else ())
+    half_kv = kv and like == np.float32 and not f64_only
+    if a.dtype in taken or (half_kv and a.dtype == np.float16):
         return a
     if a.dtype.kind == "f" and not a.dtype.isnative:  # '>f4' on x86: the same values, in native order
         a = a.astype(a.dtype.newbyteorder("="))
-        if a.dtype in taken or (kv and like == np.float32 and a.dtype == np.float16):
+        if a.dtype in taken or (half_kv and a.dtype == np.float16):
             return a
+    if f64_only:
+        raise DtypeError("%s is %s; %s takes float64" % (name, a.dtype, f64_only), 6)
     if f32_only:
         raise DtypeError("%s is %s; it must be float32%s" % (name, a.dtype, " or float16" if kv or f16 else ""), 6)
     if f16:

@@ -791,13 +791,9 @@ class KVCache:
         row (float64 for a float64 cache). All appended, or none: a cache
         without room for n more is a FullError, left as it was."""
         work = self._work()
-        try:
-            k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32)
-                    for a, name in ((k, "k"), (v, "v")))
-        except DtypeError as e:  # a float64 cache's was "... or float16 beside a float32 q", of no q here
-            if work != np.float64 or "; " not in e.message:
-                raise
-            raise DtypeError("%s; a float64 cache takes float64" % e.message.split("; ")[0], 6) from None
+        f64_only = "a float64 cache" if work == np.float64 else None
+        k, v = (_float_array(a, name, work, kv=True, f32_only=work == np.float32, f64_only=f64_only)
+                for a, name in ((k, "k"), (v, "v")))
         err = Error()
         raise_for(LIB.attn_kv_cache_append(self._cache, _view(k), _view(v), err), err)
 
