@@ -19,6 +19,7 @@
 #include "attn.h"
 #include "check.h"
 #include "../src/base/base.h"
+#include "../src/sdpa/sdpa.h" /* attn_verbose_on */
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -741,8 +742,61 @@ static void test_default_threads_follow_affinity(void) {
 #endif
 }
 
+/* ---- attn_set_verbose while the first call reads ATTN_VERBOSE ----------- */
+
+/* The first call that asks whether verbose mode is on reads ATTN_VERBOSE;
+ * an attn_set_verbose(0) on another thread meanwhile must win, as it is
+ * the later word. A child per try, each with no setting read yet, and an
+ * environment of 300,000 variables before ATTN_VERBOSE=1, so that reading
+ * it takes long enough for the set to land inside the read in some tries
+ * (before the fix about 1 in 6 here lost it). */
+typedef struct first_read {
+    atomic_int started;
+} first_read;
+
+static void *first_reader(void *arg) {
+    first_read *f = arg;
+    atomic_store(&f->started, 1);
+    (void)attn_verbose_on();
+    return NULL;
+}
+
+static int set_verbose_during_first_read(void) {
+    enum { FILLER = 300000 };
+    static char names[FILLER][12];
+    char **env = malloc(sizeof(char *) * (FILLER + 2));
+    if (!env) return 2;
+    for (int i = 0; i < FILLER; i++) snprintf(names[i], sizeof names[i], "F%07d=1", i), env[i] = names[i];
+    env[FILLER] = "ATTN_VERBOSE=1", env[FILLER + 1] = NULL;
+    environ = env;
+    first_read f = {0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, first_reader, &f)) return 2;
+    while (!atomic_load(&f.started)) sched_yield();
+    nanosleep(&(struct timespec){0, 5 * 1000}, NULL); /* past its first look at the setting */
+    attn_set_verbose(0);
+    pthread_join(t, NULL);
+    return attn_verbose_on() ? 1 : 0;
+}
+
+static void test_set_verbose_during_first_read(void) {
+    enum { TRIES = 32 }; /* the set lands inside the read in about 1 try of 6 */
+    int lost = 0, broken = 0;
+    for (int i = 0; i < TRIES; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) _exit(set_verbose_during_first_read());
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1) broken++;
+        else lost += WEXITSTATUS(status);
+    }
+    check(!lost && !broken, "set_verbose_during_first_read_is_kept", "%d of %d children lost attn_set_verbose(0)%s",
+          lost, TRIES, broken ? ", and some could not run" : "");
+}
+
 int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
+    test_set_verbose_during_first_read(); /* first: children that have read no verbose setting */
     test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
     make_jobs();
     for (int i = 0; i < N_JOBS; i++)
