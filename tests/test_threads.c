@@ -794,6 +794,75 @@ static void test_set_verbose_during_first_read(void) {
           lost, TRIES, broken ? ", and some could not run" : "");
 }
 
+/* ---- one plan run from two threads at once -------------------------------- */
+
+/* A plan runs one call at a time: a second run while the first is in
+ * progress is refused (ATTN_ERR_PLAN) and writes nothing, and the first
+ * gives its bits. The first is a long one-thread run (L = S = 2048); the
+ * second thread tries while it runs, and the whole is tried again where
+ * the first ended before the second got in. */
+typedef struct plan_race {
+    attn_sdpa_plan *plan;
+    attn_tensor q, k, v, out;
+    void *work;
+    size_t ws;
+    atomic_int running, done;
+    attn_status st;
+} plan_race;
+
+static void *plan_race_first(void *arg) {
+    plan_race *r = arg;
+    attn_error err;
+    atomic_store(&r->running, 1);
+    r->st = attn_sdpa_run(r->plan, &r->out, NULL, &r->q, &r->k, &r->v, r->work, r->ws, &err);
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+static void test_one_plan_two_threads_refused(void) {
+    int64_t shape[4] = {1, 1, 2048, 64};
+    plan_race r = {0};
+    r.q = f32(4, shape, 1), r.k = f32(4, shape, 1), r.v = f32(4, shape, 1), r.out = f32(4, shape, 0);
+    attn_tensor want = f32(4, shape, 0), second = f32(4, shape, 0);
+    size_t n = floats(&r.q) * sizeof(float), bytes = 0;
+    attn_context c = threads_ctx(1);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    attn_error err = {0}, err2 = {0};
+    attn_status st = attn_sdpa(&want, NULL, NULL, &r.q, &r.k, &r.v, &o, &err);
+    void *memory = NULL, *work2 = NULL;
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_sdpa_plan_init(&r.plan, memory, bytes, &r.ws, &r.out, NULL, &r.q, &r.k, &r.v, &o, &err);
+    if (!st) r.work = malloc(r.ws + 1), work2 = malloc(r.ws + 1);
+    attn_status refused = ATTN_OK;
+    bool first_same = true, second_untouched = true;
+    for (int attempt = 0; !st && refused != ATTN_ERR_PLAN && attempt < 4; attempt++) {
+        memset(r.out.data, 0, n), memset(second.data, 0xff, n);
+        atomic_store(&r.running, 0), atomic_store(&r.done, 0);
+        pthread_t t;
+        if (pthread_create(&t, NULL, plan_race_first, &r)) break;
+        while (!atomic_load(&r.running)) sched_yield();
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL); /* well inside a run of about 100 ms */
+        while (!atomic_load(&r.done) && refused != ATTN_ERR_PLAN)
+            refused = attn_sdpa_run(r.plan, &second, NULL, &r.q, &r.k, &r.v, work2, r.ws, &err2);
+        pthread_join(t, NULL);
+        st = r.st;
+        first_same = first_same && memcmp(r.out.data, want.data, n) == 0;
+        for (size_t i = 0; refused == ATTN_ERR_PLAN && i < n; i++)
+            second_untouched = second_untouched && ((unsigned char *)second.data)[i] == 0xff;
+    }
+    check(!st && refused == ATTN_ERR_PLAN && first_same && second_untouched &&
+              strstr(err2.message, "one call at a time"),
+          "one_plan_two_threads_second_run_refused", "%s", st ? err.message :
+          refused != ATTN_ERR_PLAN ? "the second run was not refused while the first ran" :
+          !first_same ? "the first run's result differs from attn_sdpa's" :
+          !second_untouched ? "the refused run wrote its out" : err2.message);
+    attn_tensor *all[6] = {&r.q, &r.k, &r.v, &r.out, &want, &second};
+    for (int i = 0; i < 6; i++) free(all[i]->data);
+    free(memory), free(r.work), free(work2);
+}
+
 int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_set_verbose_during_first_read(); /* first: children that have read no verbose setting */
@@ -809,6 +878,7 @@ int main(void) {
     test_cancelled_caller();
     test_small_job_wakes_its_workers();
     test_plan_runs_start_no_thread();
+    test_one_plan_two_threads_refused();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }
