@@ -81,13 +81,12 @@ void cli_print_label_left(FILE *f, const char *s, int w) { print_label(f, s, w, 
 /* Columns c0 .. c1 - 1 of m: the header, then each row (and the row sums
  * after the last block). */
 static void print_block(FILE *f, const cli_matrix *m, cli_colours colours, int rw, int cw, double range, int c0,
-                        int c1) {
+                        int c1, bool sums) {
     fprintf(f, "   %*s", rw, "");
     for (int j = c0; j < c1; j++) {
         fputc(' ', f);
         print_header(f, m->col_labels ? m->col_labels[j] : "", cw);
     }
-    bool sums = m->row_sums && c1 == m->cols;
     if (sums) fprintf(f, " %*s", cw, "sum");
     fputc('\n', f);
     for (int i = 0; i < m->rows; i++) {
@@ -120,14 +119,25 @@ void cli_print_matrix(FILE *f, const cli_matrix *m, cli_colours colours) {
         if (isfinite(m->data[i]) && fabs(m->data[i]) > range) range = fabs(m->data[i]);
     /* Wider than the terminal: blocks of columns, one under the other, as
      * NumPy prints a wide array. */
-    int room = cli_width(f) - 3 - rw - (m->row_sums ? 1 + cw : 0);
+    int width = cli_width(f), sum_w = m->row_sums ? 1 + cw : 0;
+    /* Narrower than the labels, one column and the sums (COLUMNS below 31):
+     * the labels are cut shorter, down to 4 columns, and where even that
+     * leaves no room the sums go into a block of their own. */
+    bool sums_apart = false;
+    if (3 + rw + 1 + cw + sum_w > width) {
+        int fit = width - 3 - 1 - cw - sum_w;
+        if (fit < 4) sums_apart = true, sum_w = 0, fit = width - 3 - 1 - cw;
+        if (fit < rw) rw = fit < 4 ? 4 : fit;
+    }
+    int room = width - 3 - rw - sum_w;
     int per = room / (1 + cw) < 1 ? 1 : room / (1 + cw);
     if (per > m->cols) per = m->cols;
     for (int c0 = 0; c0 < m->cols; c0 += per) {
         int c1 = c0 + per < m->cols ? c0 + per : m->cols;
         if (per < m->cols) fprintf(f, "%s   columns %d to %d of %d\n", c0 ? "\n" : "", c0 + 1, c1, m->cols);
-        print_block(f, m, colours, rw, cw, range, c0, c1);
+        print_block(f, m, colours, rw, cw, range, c0, c1, m->row_sums && c1 == m->cols && !sums_apart);
     }
+    if (sums_apart) fputc('\n', f), print_block(f, m, colours, rw, cw, range, m->cols, m->cols, true);
 }
 
 void cli_print_legend(FILE *f, cli_palette palette, cli_colours colours) {

@@ -1558,7 +1558,9 @@ ATTN_API attn_status attn_sdpa_varlen(attn_tensor *out, attn_tensor *lse, const 
  * holds pointers into itself: do not copy or move it) and is never freed
  * by the library; nothing needs releasing. A plan runs one call at a time
  * (attn_sdpa_run writes the layer's data pointers into it); two threads
- * run two plans. The options' own tensors (mask, alibi_slopes, sinks, k_descale,
+ * run two plans. A run that starts while another run of the same plan is
+ * in progress (another thread's) is refused with ATTN_ERR_PLAN, having
+ * written nothing (in 0.4.0 and before it raced the first). The options' own tensors (mask, alibi_slopes, sinks, k_descale,
  * v_descale) and
  * a ragged batch's masks (the array and its tensors) are read at every run, so they must stay valid, with the plan's
  * shapes, while the plan is used; the options struct itself is copied.
@@ -1610,7 +1612,8 @@ ATTN_API attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *mem
  * the call allocates nothing. Threads: the plan's.
  * ATTN_VERBOSE prints the line of the planned call. Errors: ATTN_ERR_NULL
  * (plan, a tensor or its data, workspace NULL where the plan needs some), ATTN_ERR_PLAN (a tensor unlike
- * the plan's, naming it; memory that holds no plan), ATTN_ERR_WORKSPACE
+ * the plan's, naming it; memory that holds no plan; a run of this plan in
+ * progress on another thread), ATTN_ERR_WORKSPACE
  * (workspace_size below the plan's), ATTN_ERR_STRIDE (an output overlapping
  * an input; the workspace overlapping a tensor, a mask or the plan's
  * memory), and any error of the planned kernels. Nothing is written
@@ -2738,7 +2741,8 @@ ATTN_API attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory
  * ATTN_ERR_PLAN (a tensor unlike the plan's; memory that holds no paged
  * plan: attn_sdpa_run takes the others, and refuses this one; a planned
  * view whose generation counter has moved on since the plan was made:
- * the sequences changed, plan again),
+ * the sequences changed, plan again; a run of this plan in progress on
+ * another thread, as attn_sdpa_run's),
  * ATTN_ERR_WORKSPACE, ATTN_ERR_STRIDE (out or lse overlapping q, the pages,
  * the view's lengths, tables or generation counter, a mask; the workspace
  * overlapping any of them, out, lse or the plan's memory), and any error

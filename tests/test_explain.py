@@ -927,6 +927,23 @@ def test_width():
         report(f"width_{cols}_blocks_of_columns", r.returncode == 0 and max(len(l) for l in matrix) <= cols and
                (len(blocks) >= 2) == (cols < 90) and len(values) == 10, f"{len(blocks)} blocks, {values}")
 
+    # COLUMNS 20 to 39: a block of one column, its label and the sums ran
+    # to 31 columns; the labels are cut shorter and the sums get a block of
+    # their own (only the "columns 1 to 1 of 9" line may run past, as
+    # docs/explainer.md says).
+    np.save(os.path.join(TMP, "e3n.npy"), np.eye(3))
+    narrow = (("fox", [fox]), ("long_labels", ["--embeddings", "e3n.npy", "--mode", "dot",
+                                               "--tokens", "extraordinarily,b,c"]))
+    for name, args in narrow:
+        for cols in (20, 22, 26, 30, 39):
+            r = run("explain", "--step", "weights", *args, env={"COLUMNS": str(cols)})
+            lines = r.stdout.splitlines()
+            matrix = [l for l in lines if re.search(r"\d\.\d{3}|sum$", l)]
+            long = [l for l in matrix if display_width(l) > cols]
+            sums = [l for l in matrix if l.rstrip().endswith("sum")]
+            report(f"width_{cols}_{name}_matrix_fits", r.returncode == 0 and matrix and not long and len(sums) == 1,
+                   f"{len(long)} lines wider, e.g. {long[:1]}; {len(sums)} sum headers")
+
     # Labels in scripts whose characters are not one column each: CJK takes
     # two, a Devanagari vowel sign none. Counted as one column per code
     # point, every column after such a label slid out of line.

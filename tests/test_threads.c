@@ -22,6 +22,7 @@
 #include "attn_teach.h"
 #include "check.h"
 #include "../src/base/base.h"
+#include "../src/sdpa/sdpa.h" /* attn_verbose_on */
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -936,8 +937,130 @@ static void test_small_stack(void) {
     free(grouped_memory), free(more[2].t[0].data);
 }
 
+/* ---- attn_set_verbose while the first call reads ATTN_VERBOSE ----------- */
+
+/* The first call that asks whether verbose mode is on reads ATTN_VERBOSE;
+ * an attn_set_verbose(0) on another thread meanwhile must win, as it is
+ * the later word. A child per try, each with no setting read yet, and an
+ * environment of 300,000 variables before ATTN_VERBOSE=1, so that reading
+ * it takes long enough for the set to land inside the read in some tries
+ * (before the fix about 1 in 6 here lost it). */
+typedef struct first_read {
+    atomic_int started;
+} first_read;
+
+static void *first_reader(void *arg) {
+    first_read *f = arg;
+    atomic_store(&f->started, 1);
+    (void)attn_verbose_on();
+    return NULL;
+}
+
+static int set_verbose_during_first_read(void) {
+    enum { FILLER = 300000 };
+    static char names[FILLER][12];
+    char **env = malloc(sizeof(char *) * (FILLER + 2));
+    if (!env) return 2;
+    for (int i = 0; i < FILLER; i++) snprintf(names[i], sizeof names[i], "F%07d=1", i), env[i] = names[i];
+    env[FILLER] = "ATTN_VERBOSE=1", env[FILLER + 1] = NULL;
+    environ = env;
+    first_read f = {0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, first_reader, &f)) return 2;
+    while (!atomic_load(&f.started)) sched_yield();
+    nanosleep(&(struct timespec){0, 5 * 1000}, NULL); /* past its first look at the setting */
+    attn_set_verbose(0);
+    pthread_join(t, NULL);
+    return attn_verbose_on() ? 1 : 0;
+}
+
+static void test_set_verbose_during_first_read(void) {
+    enum { TRIES = 32 }; /* the set lands inside the read in about 1 try of 6 */
+    int lost = 0, broken = 0;
+    for (int i = 0; i < TRIES; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) _exit(set_verbose_during_first_read());
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) > 1) broken++;
+        else lost += WEXITSTATUS(status);
+    }
+    check(!lost && !broken, "set_verbose_during_first_read_is_kept", "%d of %d children lost attn_set_verbose(0)%s",
+          lost, TRIES, broken ? ", and some could not run" : "");
+}
+
+/* ---- one plan run from two threads at once -------------------------------- */
+
+/* A plan runs one call at a time: a second run while the first is in
+ * progress is refused (ATTN_ERR_PLAN) and writes nothing, and the first
+ * gives its bits. The first is a long one-thread run (L = S = 2048); the
+ * second thread tries while it runs, and the whole is tried again where
+ * the first ended before the second got in. */
+typedef struct plan_race {
+    attn_sdpa_plan *plan;
+    attn_tensor q, k, v, out;
+    void *work;
+    size_t ws;
+    atomic_int running, done;
+    attn_status st;
+} plan_race;
+
+static void *plan_race_first(void *arg) {
+    plan_race *r = arg;
+    attn_error err;
+    atomic_store(&r->running, 1);
+    r->st = attn_sdpa_run(r->plan, &r->out, NULL, &r->q, &r->k, &r->v, r->work, r->ws, &err);
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+static void test_one_plan_two_threads_refused(void) {
+    int64_t shape[4] = {1, 1, 2048, 64};
+    plan_race r = {0};
+    r.q = f32(4, shape, 1), r.k = f32(4, shape, 1), r.v = f32(4, shape, 1), r.out = f32(4, shape, 0);
+    attn_tensor want = f32(4, shape, 0), second = f32(4, shape, 0);
+    size_t n = floats(&r.q) * sizeof(float), bytes = 0;
+    attn_context c = threads_ctx(1);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    attn_error err = {0}, err2 = {0};
+    attn_status st = attn_sdpa(&want, NULL, NULL, &r.q, &r.k, &r.v, &o, &err);
+    void *memory = NULL, *work2 = NULL;
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, 0, &err);
+    if (!st) memory = malloc(bytes);
+    if (!st) st = attn_sdpa_plan_init(&r.plan, memory, bytes, &r.ws, &r.out, NULL, &r.q, &r.k, &r.v, &o, &err);
+    if (!st) r.work = malloc(r.ws + 1), work2 = malloc(r.ws + 1);
+    attn_status refused = ATTN_OK;
+    bool first_same = true, second_untouched = true;
+    for (int attempt = 0; !st && refused != ATTN_ERR_PLAN && attempt < 4; attempt++) {
+        memset(r.out.data, 0, n), memset(second.data, 0xff, n);
+        atomic_store(&r.running, 0), atomic_store(&r.done, 0);
+        pthread_t t;
+        if (pthread_create(&t, NULL, plan_race_first, &r)) break;
+        while (!atomic_load(&r.running)) sched_yield();
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL); /* well inside a run of about 100 ms */
+        while (!atomic_load(&r.done) && refused != ATTN_ERR_PLAN)
+            refused = attn_sdpa_run(r.plan, &second, NULL, &r.q, &r.k, &r.v, work2, r.ws, &err2);
+        pthread_join(t, NULL);
+        st = r.st;
+        first_same = first_same && memcmp(r.out.data, want.data, n) == 0;
+        for (size_t i = 0; refused == ATTN_ERR_PLAN && i < n; i++)
+            second_untouched = second_untouched && ((unsigned char *)second.data)[i] == 0xff;
+    }
+    check(!st && refused == ATTN_ERR_PLAN && first_same && second_untouched &&
+              strstr(err2.message, "one call at a time"),
+          "one_plan_two_threads_second_run_refused", "%s", st ? err.message :
+          refused != ATTN_ERR_PLAN ? "the second run was not refused while the first ran" :
+          !first_same ? "the first run's result differs from attn_sdpa's" :
+          !second_untouched ? "the refused run wrote its out" : err2.message);
+    attn_tensor *all[6] = {&r.q, &r.k, &r.v, &r.out, &want, &second};
+    for (int i = 0; i < 6; i++) free(all[i]->data);
+    free(memory), free(r.work), free(work2);
+}
+
 int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
+    test_set_verbose_during_first_read(); /* first: children that have read no verbose setting */
     test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
     make_jobs();
     for (int i = 0; i < N_JOBS; i++)
@@ -951,6 +1074,7 @@ int main(void) {
     test_small_job_wakes_its_workers();
     test_plan_runs_start_no_thread();
     test_small_stack();
+    test_one_plan_two_threads_refused();
     printf("%d failed\n", n_failed);
     return n_failed != 0;
 }

@@ -11,6 +11,7 @@
  * workspace, so nothing is allocated. */
 #include "sdpa/sdpa.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,11 @@
 
 struct attn_sdpa_plan {
     uint64_t magic;           /* PLAN_MAGIC once planned */
+    /* A run in progress. A run writes the layer's data pointers (and the
+     * workspace's arena) into the plan, so a second run at once, on another
+     * thread, would compute with the first one's tensors; it is refused
+     * instead, before anything is read or written. */
+    atomic_bool running;
     int64_t batch;            /* -1: a dense call (attn_sdpa); else the ragged batch's */
     size_t workspace;         /* the bytes a run takes */
     attn_sdpa_options o;      /* as attn_options_read gives them */
@@ -134,6 +140,7 @@ static attn_status plan_start(attn_sdpa_plan **pl, attn_context *c, attn_sdpa_pl
                          "(attn_sdpa_plan_bytes)", bytes, need);
     *pl = header_of(memory);
     memset(*pl, 0, sizeof **pl);
+    atomic_init(&(*pl)->running, false);
     return attn_options_read(&(*pl)->o, c, options, err);
 }
 
@@ -291,6 +298,19 @@ static attn_status check_workspace(const attn_sdpa_plan *pl, const void *workspa
     return st ? st : attn_check_workspace(workspace, workspace_size, NULL, 0, plan, 1, err);
 }
 
+/* Takes the plan for one run: false (and the error) where another run of
+ * it is in progress. */
+static bool plan_take(attn_sdpa_plan *pl, attn_error *err) {
+    if (!atomic_exchange(&pl->running, true)) return true;
+    attn_fail(err, ATTN_ERR_PLAN, "the plan is running in another call; a plan runs one call at a time "
+                                  "(give each thread a plan of its own)");
+    return false;
+}
+
+static attn_status run_dense(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
+                             attn_error *err);
+
 attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
                           attn_error *err) {
@@ -301,6 +321,15 @@ attn_status attn_sdpa_run(attn_sdpa_plan *plan, attn_tensor *out, attn_tensor *l
     if (pl->paged)
         return attn_fail(err, ATTN_ERR_PLAN, "the plan is a paged batch's (attn_kv_paged_plan_init): run it with "
                                              "attn_kv_paged_run");
+    if (!plan_take(pl, err)) return ATTN_ERR_PLAN;
+    attn_status st = run_dense(pl, out, lse, q, k, v, workspace, workspace_size, err);
+    atomic_store(&pl->running, false);
+    return st;
+}
+
+static attn_status run_dense(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *v, void *workspace, size_t workspace_size,
+                             attn_error *err) {
     attn_status st;
     if ((st = same_layout(q, pl->half ? &pl->q16 : &pl->q, "q", err)) || (st = same_layout(k, &pl->k, "k", err)) ||
         (st = same_layout(v, &pl->v, "v", err)) || (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))
@@ -372,6 +401,7 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
                          attn_plural(batch));
     attn_sdpa_plan *pl = header_of(memory);
     memset(pl, 0, sizeof *pl);
+    atomic_init(&pl->running, false);
     attn_varlen_plan *vp = attn_varlen_plan_layout(pl + 1, batch);
     attn_sdpa_options o;
     attn_context c;
@@ -417,8 +447,21 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
 
 /* A paged plan run over view w, the planned one or one of a layer laid out
  * alike (checked by the caller, as is everything but the layouts here). */
+static attn_status run_paged_taken(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                   const attn_kv_paged_view *w, void *workspace, size_t workspace_size,
+                                   attn_error *err);
+
 static attn_status run_paged(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
                              const attn_kv_paged_view *w, void *workspace, size_t workspace_size, attn_error *err) {
+    if (!plan_take(pl, err)) return ATTN_ERR_PLAN;
+    attn_status st = run_paged_taken(pl, out, lse, q, w, workspace, workspace_size, err);
+    atomic_store(&pl->running, false);
+    return st;
+}
+
+static attn_status run_paged_taken(attn_sdpa_plan *pl, attn_tensor *out, attn_tensor *lse, const attn_tensor *q,
+                                   const attn_kv_paged_view *w, void *workspace, size_t workspace_size,
+                                   attn_error *err) {
     attn_status st;
     if ((st = same_layout(q, pl->half ? &pl->q16 : pl->hadamard ? &pl->qin : &pl->q, "q", err)) ||
         (st = same_layout(out, pl->half ? &pl->out16 : &pl->out, "out", err)))

@@ -51,9 +51,13 @@ static int env_level(void) {
 
 bool attn_verbose_on(void) {
     int l = atomic_load(&level);
-    if (l < 0) { /* a race here only reads the environment twice */
-        l = env_level();
-        atomic_store(&level, l);
+    if (l < 0) {
+        /* Only the first setting is stored: where attn_set_verbose ran
+         * while the environment was read, its value stays and is the one
+         * used (a plain store here used to overwrite it with ATTN_VERBOSE's,
+         * so that attn_set_verbose(0) racing a first call could be lost). */
+        int env = env_level();
+        if (atomic_compare_exchange_strong(&level, &l, env)) l = env;
     }
     return l > 0;
 }
