@@ -958,7 +958,7 @@ static void *first_reader(void *arg) {
 
 static int set_verbose_during_first_read(void) {
     enum { FILLER = 300000 };
-    static char names[FILLER][12];
+    static char names[FILLER][16];
     char **env = malloc(sizeof(char *) * (FILLER + 2));
     if (!env) return 2;
     for (int i = 0; i < FILLER; i++) snprintf(names[i], sizeof names[i], "F%07d=1", i), env[i] = names[i];
