@@ -279,15 +279,28 @@ bench_quick() {
 suite "attn bench --quick (runs, is not timed)" bench_quick
 bench_arguments() {
     # A bad --threads is named as such, exit 2, one line, nothing on stdout,
-    # before --help or any timing: "5x" is not 5, and 0 is not "unknown".
+    # before any timing (timeout: a run that went on to measure ends with
+    # 124, and fails): "5x" is not 5, and 0 is not "unknown".
     for value in 0 -1 5x " 4" 99999999999 ""; do
-        text=$("$BUILD/attn" bench --threads "$value" --help 2>"$BUILD/bench_err")
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench --threads "$value" 2>"$BUILD/bench_err")
         code=$? err=$(cat "$BUILD/bench_err")
         if [ $code -eq 2 ] && [ -z "$text" ] && [ "$(echo "$err" | wc -l)" -eq 1 ] &&
             echo "$err" | grep -qF "attn: error: --threads '$value' is not a whole number from 1 to 256"; then
             echo "ok bench_threads_refused_'$value'"
         else
             echo "FAIL bench_threads_refused_'$value': exit $code, stdout ${#text} bytes, stderr: $err"
+        fi
+    done
+    # --help anywhere wins, as in every subcommand: the help, status 0, even
+    # after a bad value or two sections.
+    for args in "--threads 0 --help" "--help --threads x" "--decode --kv -h"; do
+        # shellcheck disable=SC2086 # the arguments' words, split
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
+        code=$? err=$(cat "$BUILD/bench_err")
+        if [ $code -eq 0 ] && [ -z "$err" ] && echo "$text" | grep -q -- "--threads"; then
+            echo "ok bench_help_anywhere_wins_'$args'"
+        else
+            echo "FAIL bench_help_anywhere_wins_'$args': exit $code, stdout ${#text} bytes, stderr: $err"
         fi
     done
     err=$("$BUILD/attn" bench --threads 2>&1 >/dev/null)
@@ -303,7 +316,7 @@ bench_arguments() {
         "--varlen --ggml dir;--varlen;--ggml" "--ggml dir --paged;--ggml;--paged"; do
         args=${case%%;*} names=${case#*;}
         # shellcheck disable=SC2086 # the arguments' words, split
-        text=$("$BUILD/attn" bench $args --help 2>"$BUILD/bench_err")
+        text=$(timeout -s ALRM 5 "$BUILD/attn" bench $args 2>"$BUILD/bench_err")
         code=$? err=$(cat "$BUILD/bench_err")
         if [ $code -eq 2 ] && [ -z "$text" ] &&
             [ "$err" = "attn: error: ${names%;*} and ${names#*;} each run one section alone: give one of them" ]; then
