@@ -8,6 +8,7 @@
 #include "base/base.h" /* attn_check_writable, for a layout no call could run; attn_named_options */
 #include "check.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -3526,6 +3527,7 @@ static void test_documented_errors(void) {
           (long long)count);
     char path[] = "/tmp/attn_doc_errors_XXXXXX";
     int fd = mkstemp(path);
+    check(fd >= 0, "documented_errors_temp_file", "mkstemp %s: %s", path, strerror(errno));
     if (fd >= 0) {
         close(fd);
         check_status(attn_npy_write(path, &v1, &err), &err, ATTN_OK, "", "documented_errors_npy_write");
@@ -3550,6 +3552,7 @@ static void test_documented_errors(void) {
                  "rope_backward_negative_dim");
     char npy[] = "/tmp/attn_doc_neg_XXXXXX";
     fd = mkstemp(npy);
+    check(fd >= 0, "negative_dim_temp_file", "mkstemp %s: %s", npy, strerror(errno));
     if (fd >= 0) {
         close(fd);
         check_status(attn_npy_write(npy, &neg, &err), &err, ATTN_ERR_SHAPE, "negative", "npy_write_negative_dim");
