@@ -341,10 +341,13 @@ web: $(BUILD)/explainer.html
 # The fuzzers (tests/fuzz/): libFuzzer targets built with clang, library and
 # command under AddressSanitizer and UndefinedBehaviorSanitizer. `make fuzz`
 # builds them; `make test` replays their committed corpus; docs/testing.md
-# says how to run them for longer.
+# says how to run them for longer, and how to measure what they cover:
+# FUZZ_EXTRA adds flags to every fuzzer object and link, e.g.
+# `make BUILD=/tmp/cov FUZZ_EXTRA='-fprofile-instr-generate -fcoverage-mapping' fuzz`.
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant
-FUZZ_BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) -fno-omit-frame-pointer
+FUZZ_EXTRA   ?=
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env
+FUZZ_BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) -fno-omit-frame-pointer $(FUZZ_EXTRA)
 FUZZ_CFLAGS  := $(FUZZ_BASE) -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
