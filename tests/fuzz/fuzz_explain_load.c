@@ -1,8 +1,11 @@
 /* fuzz_explain_load.c -- libFuzzer target: `attn explain --embeddings X.npy
  * --wq WQ.npy --wk WK.npy --wv WV.npy --tokens ...`, up to loading and
  * checking the files (CLI_STOP_AFTER_LOAD). The input holds the token labels
- * and the four files, separated by the 4-byte marker "|~|\n"; missing parts
- * are left out of the command line, so that every combination is reached. */
+ * (or, with no --embeddings file, the sentence: then the toy's tokenizer
+ * and embedding run as `attn explain WORDS...` runs them) and the four files, separated by the 4-byte marker "|~|\n"; missing parts
+ * are left out of the command line, so that every combination is reached.
+ * Beyond "no crash, no leak, no undefined behaviour", the exit code is one
+ * the command documents (0, EXIT_DATA or EXIT_USAGE). */
 #include "../../cli/cli.h"
 
 #include <stdio.h>
@@ -14,7 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static const char *const FLAGS[5] = {"--tokens", "--embeddings", "--wq", "--wk", "--wv"};
-    char paths[4][32], tokens[256];
+    char paths[4][32], tokens[256] = "";
     char *argv[16];
     int argc = 0;
     argv[argc++] = "attn";
@@ -25,13 +28,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         const unsigned char *stop = find_mark(p, end);
         size_t n = (size_t)(stop - p);
         if (part == 0) {
-            if (n > 0) {
-                n = n < sizeof tokens - 1 ? n : sizeof tokens - 1;
-                memcpy(tokens, p, n);
-                tokens[n] = 0;
-                argv[argc++] = (char *)FLAGS[0];
-                argv[argc++] = tokens;
-            }
+            n = n < sizeof tokens - 1 ? n : sizeof tokens - 1;
+            memcpy(tokens, p, n);
+            tokens[n] = 0;
         } else if (n > 0 || stop < end) {
             char *path = paths[part - 1];
             snprintf(path, sizeof paths[0], "/tmp/attn_fuzz_" "XX" "XX" "XX"); /* a mkstemp template */
@@ -45,8 +44,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         }
         p = stop + 4;
     }
+    /* The first part labels the rows of --embeddings; without that file it
+     * is the sentence, read by the toy's tokenizer as the command reads one
+     * (but one that starts with '-', an option: --kernel or --cost would
+     * print their whole walk on each input). */
+    if (tokens[0] && (made & 1)) argv[argc++] = (char *)FLAGS[0], argv[argc++] = tokens;
+    else if (tokens[0] && tokens[0] != '-') argv[argc++] = tokens;
     argv[argc] = NULL;
-    (void)cli_main(argc, argv);
+    int code = cli_main(argc, argv);
+    if (code != 0 && code != EXIT_DATA && code != EXIT_USAGE) abort(); /* an exit code the command documents */
     for (int i = 0; i < 4; i++)
         if (made & (1 << i)) unlink(paths[i]);
     return 0;

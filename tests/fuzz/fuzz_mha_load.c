@@ -4,15 +4,63 @@
  * and checked, the layer run, nothing written). The input's first byte
  * chooses the heads and flags; then come the four files, separated by the
  * 4-byte marker "|~|\n". A missing key or value file leaves its flag out,
- * so that self-attention and cross-attention are both reached. */
+ * so that self-attention and cross-attention are both reached. A weights'
+ * part that starts with "dir\n" is a directory of NAME.npy files instead
+ * (the checkpoint as .npy files), its entries separated by the same marker,
+ * each the file's name up to a newline, then its bytes. Beyond "no
+ * crash, no leak, no undefined behaviour", the exit code is one the command
+ * documents (0, EXIT_DATA or EXIT_USAGE). */
 #include "../../cli/cli.h"
 
+#include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "load_marks.h"
+
+/* A weights' part that starts with this is a directory of .npy files */
+static const char DIR_MARK[] = "dir\n";
+enum { MAX_FILES = 16 };
+
+/* The directory's files: entries separated by the mark, each a name (up
+ * to its first newline; '/' read as '_') and then the file's bytes, written
+ * as DIR/NAME.npy into a new directory *dir. False when none could be made. */
+static bool write_dir(char dir[32], const unsigned char *p, const unsigned char *end) {
+    snprintf(dir, 32, "/tmp/attn_fuzz_dir_" "XX" "XX" "XX"); /* a mkdtemp template */
+    if (!mkdtemp(dir)) return dir[0] = 0, false;
+    for (int i = 0; i < MAX_FILES && p < end; i++) {
+        const unsigned char *stop = find_mark(p, end), *nl = memchr(p, '\n', (size_t)(stop - p));
+        if (nl && nl > p && nl - p < 200) {
+            char path[300];
+            int len = snprintf(path, sizeof path, "%s/%.*s.npy", dir, (int)(nl - p), (const char *)p);
+            for (int k = (int)strlen(dir) + 1; k < len; k++)
+                if (path[k] == '/') path[k] = '_';
+            FILE *f = fopen(path, "wb");
+            if (f) {
+                (void)fwrite(nl + 1, 1, (size_t)(stop - nl - 1), f);
+                fclose(f);
+            }
+        }
+        p = stop + 4;
+    }
+    return true;
+}
+
+/* The directory and its files (names with a NUL in them were cut there). */
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static const char *const FLAGS[4] = {"-x", "--key", "--value", "--weights"};
@@ -27,7 +75,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     argv[argc++] = "attn";
     argv[argc++] = "mha";
     const unsigned char *p = data + 1, *end = data + size;
+    char dir[32] = "";
     for (int part = 0; part < 4 && p <= end; part++) {
+        if (part == 3 && (size_t)(end - p) >= 4 && memcmp(p, DIR_MARK, 4) == 0) {
+            if (!write_dir(dir, p + 4, end)) break;
+            made |= 8;
+            argv[argc++] = (char *)FLAGS[3];
+            argv[argc++] = dir;
+            break;
+        }
         const unsigned char *stop = find_mark(p, end);
         size_t n = (size_t)(stop - p);
         if (n > 0 || part == 0 || part == 3) { /* -x and --weights always: the command needs them */
@@ -51,9 +107,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         if (flags & 16) argv[argc++] = "--incremental";
         if (KV[flags >> 5 & 3]) argv[argc++] = "--kv", argv[argc++] = (char *)KV[flags >> 5 & 3];
         argv[argc] = NULL;
-        (void)cli_main(argc, argv);
+        int code = cli_main(argc, argv);
+        if (code != 0 && code != EXIT_DATA && code != EXIT_USAGE) abort(); /* an exit code the command documents */
     }
     for (int i = 0; i < 4; i++)
-        if (made & (1 << i)) unlink(paths[i]);
+        if (made & (1 << i) && !(i == 3 && dir[0])) unlink(paths[i]);
+    if (dir[0]) remove_dir(dir);
     return 0;
 }

@@ -1,7 +1,8 @@
 /* fuzz_safetensors.c -- libFuzzer target: the command's safetensors reader
  * (cli/safetensors.c) on arbitrary bytes, as a file's. A parse either fails
  * with a reason, or gives tensors that st_find finds by name, inside the
- * file, and whose every byte can be read when loaded. */
+ * file, and whose every byte can be read when loaded. A header given
+ * short of the bytes st_head_size asks for is refused. */
 #include "../../cli/safetensors.h"
 
 #include <stdio.h>
@@ -27,6 +28,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     /* the header as a reader gets it: the bytes st_head_size asks for */
     size_t head = size < 8 ? size : (size_t)st_head_size(data, size);
     if (head > size) abort();
+    /* fewer of the header's bytes than st_head_size asks for are refused, with a reason */
+    if (head > 8 && (!st_parse(&f, data, head - 1, size, msg, sizeof msg) || msg[0] == 0 || f.count || f.tensors)) abort();
+    msg[0] = 0;
     if (st_parse(&f, data, head, size, msg, sizeof msg)) {
         if (msg[0] == 0) abort(); /* a failure always says why */
         return 0;

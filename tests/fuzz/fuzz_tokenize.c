@@ -1,6 +1,7 @@
 /* fuzz_tokenize.c -- libFuzzer target: attn_toy_tokenize, and the word
  * lookups behind it, on arbitrary text. Every token found must name a word
- * of the vocabulary and lie inside the text. */
+ * of the vocabulary and lie inside the text; room for exactly the words
+ * found gives the same tokens, and room for one fewer is refused. */
 #include "attn_teach.h"
 
 #include <stdlib.h>
@@ -21,6 +22,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
             if (tok[i].id < 0 || tok[i].id >= attn_toy_vocab_size() || !attn_toy_word(tok[i].id) ||
                 tok[i].start < 0 || tok[i].length < 1 || (size_t)tok[i].start + (size_t)tok[i].length > len)
                 abort();
+        /* room for exactly n words takes the same tokens; room for fewer is refused, with a reason */
+        attn_toy_token again[ATTN_TOY_MAX_TOKENS];
+        int m = -1;
+        if (attn_toy_tokenize(again, n, &m, text, NULL) != ATTN_OK || m != n || memcmp(again, tok, sizeof *tok * (size_t)n))
+            abort();
+        err.message[0] = 0;
+        if (n > 1 && (attn_toy_tokenize(again, n - 1, &m, text, &err) != ATTN_ERR_TOKEN || err.message[0] == 0)) abort();
     } else if (err.message[0] == 0) {
         abort();
     }
