@@ -25,6 +25,13 @@ def npy(a, version=None):
     return b.getvalue()
 
 
+def npy_raw(header, data):
+    """A version 1.0 .npy file of this header text (padded as NumPy pads it) and data."""
+    text = header.encode()
+    text += b" " * ((64 - (10 + len(text) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
+
+
 def with_descr(data, old, new):
     """A .npy file's bytes with its descr changed, the header's padding made up so its length stays."""
     data = data.replace(b"'%s'" % old.encode(), b"'%s'" % new.encode(), 1)
@@ -85,6 +92,17 @@ def main():
     # --cu-seqlens-q/-k offsets: the integers attn_npy_read_i64 reads (fuzz_npy reads each input as a file too)
     write("npy", "cu_i8.npy", npy(np.array([0, 3, 3, 8], np.int64)))
     write("npy", "cu_i4_big_endian.npy", npy(np.array([0, 5, 9], ">i4")))
+    write("npy", "cu_i8_rank2.npy", npy(np.array([[0, 3], [3, 8]], np.int64)))
+    write("npy", "cu_i8_truncated.npy", npy(np.array([0, 3, 3, 8], np.int64))[:-4])
+    # headers written by hand, each refused for one reason
+    for name, header in {
+        "shape_leading_zero": "{'descr': '<f4', 'fortran_order': False, 'shape': (07,), }",
+        "shape_bare_number": "{'descr': '<f4', 'fortran_order': False, 'shape': (3), }",
+        "structured_dtype": "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+        "dict_missing_comma": "{'descr': '<f4' 'fortran_order': False, 'shape': (1,), }",
+        "text_after_dict": "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), } x",
+    }.items():
+        write("npy", name + ".npy", npy_raw(header, b"\0" * 4))
 
     for i, s in enumerate(["the cat sat on the mat", "The quick brown fox jumped over the lazy dog.",
                            "my dog chased a ball in the park", "  cat,dog;   ball ", "Cat's MAT",
@@ -154,7 +172,62 @@ def main():
     write("explain_load", "f16_embeddings", mark + npy(r.standard_normal((4, 8)).astype(np.float16)),
           where="regressions")
     write("explain_load", "mismatch", b"a,b" + mark + npy(x) + mark + npy(wq.T.copy()) + mark + npy(wq) + mark + npy(wv))
+    write("explain_load", "embeddings_65_rows", mark + npy(np.zeros((65, 1), np.float32)))
+    # no --embeddings file: the first part is the sentence
+    write("explain_load", "sentence", b"the cat sat on the mat")
+    write("explain_load", "sentence_unknown_word", b"the cat sta on teh mat")
+    write("explain_load", "sentence_no_words", b" ,;")
     mha_seeds(mark)
+    refusal_seeds()
+
+
+def refusal_seeds():
+    """Command lines each refused for one combination of options, so that
+    fuzz_args starts from every usage error the parsers have."""
+    qkv = ["-q", "q.npy", "-k", "k.npy", "-v", "v.npy"]
+    mha = ["mha", "-x", "x.npy", "--weights", "w", "--heads", "2"]
+    emb = ["--embeddings", "x.npy"]
+    for n, a in {
+        "explain_sentence_too_long": ["explain", "w" * 4100],
+        "explain_kernel_causal": ["explain", "--kernel", "--causal"],
+        "explain_kernel_unknown_step": ["explain", "--kernel", "--step", "softmax"],
+        "explain_block_without_kernel": ["explain", "--block", "32"],
+        "explain_dot_random_head": ["explain", "--mode", "dot", "--random-head"],
+        "explain_dot_step_wq": ["explain", "--mode", "average", "--step", "wq"],
+        "explain_tied_wk": ["explain", "--tied", "--wq", "q.npy", "--wk", "k.npy", "--wv", "v.npy"],
+        "explain_tokens_not_utf8": ["explain"] + emb + ["--tokens", "a,\udcff"],
+        "explain_tokens_control": ["explain"] + emb + ["--tokens", "a,b\x01"],
+        "explain_tokens_c1_control": ["explain"] + emb + ["--tokens", "a\u0085,b"],
+        "mha_kv_scale_bad": mha + ["--incremental", "--kv", "e4m3", "--kv-scale", "0,1"],
+        "mha_window_without_causal": mha + ["--window", "4"],
+        "mha_incremental_key": mha + ["--incremental", "--key", "k.npy"],
+        "mha_kv_without_incremental": mha + ["--kv", "q8"],
+        "mha_kv_scale_q8": mha + ["--incremental", "--kv", "q8", "--kv-scale", "2"],
+        "mha_hadamard_without_kv": mha + ["--hadamard"],
+        "mha_kv_residual_q8": mha + ["--incremental", "--kv", "q8", "--kv-residual", "32"],
+        "mha_hadamard_q4c": mha + ["--incremental", "--kv", "q4c", "--hadamard"],
+        "scaling_variance_no_train": ["scaling", "--variance", "--no-train"],
+        "scaling_variance_one_query": ["scaling", "--variance", "--queries", "1"],
+        "sdpa_kv_unknown": ["sdpa"] + qkv + ["--kv", "q3"],
+        "sdpa_dropout_mask_without_dropout": ["sdpa"] + qkv + ["--dropout-mask", "keep.npy"],
+        "sdpa_bf16_weights": ["sdpa"] + qkv + ["--compute=bf16", "-w", "w.npy"],
+        "sdpa_cu_seqlens_q_alone": ["sdpa"] + qkv + ["--cu-seqlens-q", "cu.npy"],
+        "sdpa_kv_scale_q8": ["sdpa"] + qkv + ["--kv", "q8", "--kv-scale", "2"],
+        "sdpa_hadamard_q4c": ["sdpa"] + qkv + ["--kv", "q4c", "--hadamard"],
+        "sdpa_hadamard_rope": ["sdpa"] + qkv + ["--kv", "q8", "--hadamard", "--rope", "halves"],
+        "sdpa_ragged_mask": ["sdpa"] + qkv + ["--cu-seqlens-q", "cq.npy", "--cu-seqlens-k", "ck.npy", "-m", "m.npy"],
+        "sdpa_ragged_dsinks": ["sdpa"] + qkv + ["--cu-seqlens-q", "cq.npy", "--cu-seqlens-k", "ck.npy", "--sinks",
+                                                "s.npy", "--dsinks", "ds.npy"],
+    }.items():
+        write("args", n, "\0".join(a).encode("utf-8", "surrogateescape"))
+    # attn-mpi sdpa (fuzz_mpi_args: the arguments after "attn-mpi sdpa")
+    mpi = qkv + ["-o", "o.npy"]
+    for n, a in {
+        "window_without_causal": mpi + ["--window", "4"],
+        "timeout_without_value": mpi + ["--timeout"],
+        "layout_without_value": mpi + ["--layout"],
+    }.items():
+        write("mpi_args", n, "\0".join(a))
 
 
 def mha_seeds(mark):
@@ -200,6 +273,19 @@ def mha_seeds(mark):
     # byte 0: heads - 1 (bits 0-1), --causal (4), -w (8), --incremental (16),
     # --kv none, q8, q4_1, e4m3 (bits 5-6)
     write("mha_load", "packed_weights_out", files(1 | 8, f((2, 3, E))))
+
+    def npy_dir(flags, x, weights):
+        """The weights as a directory of NAME.npy files: "dir\\n", then each name, a newline, its bytes."""
+        entries = [name.encode() + b"\n" + npy(a) for name, a in weights.items()]
+        return bytes([flags]) + mark.join([npy(x), b"", b"", b"dir\n" + mark.join(entries)])
+    g = np.random.default_rng(2).standard_normal  # its own draws: the seeds after these stay as they were
+    write("mha_load", "npy_dir_packed", npy_dir(1, g((2, 3, E)), packed))
+    write("mha_load", "npy_dir_llama_prefix", npy_dir(1 | 4, g((3, E)).astype(np.float32), llama))
+    write("mha_load", "npy_dir_two_layers", npy_dir(1, g((3, E)).astype(np.float32),
+                                                    dict(llama, **{"model.layers.1.self_attn.q_proj.weight": g((E, E))})))
+    write("mha_load", "npy_dir_empty", npy_dir(1, g((2, 3, E)), {}))
+    write("mha_load", "npy_dir_bad_npy", bytes([1]) + mark.join([npy(g((2, 3, E))), b"", b"",
+                                                                b"dir\nin_proj_weight\nnot a .npy file"]))
     write("mha_load", "llama_gqa_sinks_causal_incremental", files(1 | 4 | 16, f((3, E)).astype(np.float32),
                                                                  weights=llama))
     write("mha_load", "separate_cross_attention", files(1 | 8, f((2, 3, E)), f((2, 5, 3)), f((2, 5, 2)),
@@ -245,7 +331,62 @@ def mha_seeds(mark):
         write("safetensors", name, safetensors_raw(header, data + (b"\0" * 8 if name == "hole_before" else b"")))
     write("safetensors", "bytes_after_data", safetensors_raw(json.dumps({"a": t}).encode(), data + b"\0" * 8))
     write("safetensors", "npy_file", npy(np.zeros((2, 3))))
+    # entries each refused (or, for more dimensions than attn reads, named but not loaded) for one reason
+    big = 2 ** 52 - 1
+    for name, (entries, size) in {
+        "entry_not_object": ({"a": 1}, 0),
+        "dtype_unknown": ({"a": dict(t, dtype="F33")}, 48),
+        "offsets_three": ({"a": dict(t, data_offsets=[0, 48, 48])}, 48),
+        "offsets_reversed": ({"a": dict(t, data_offsets=[48, 0])}, 48),
+        "offsets_past_data": ({"a": dict(t, data_offsets=[0, 4800])}, 48),
+        "offsets_fraction": ({"a": dict(t, data_offsets=[0, 47.5])}, 48),
+        "shape_negative": ({"a": dict(t, shape=[-2, 3])}, 48),
+        "bytes_not_shape": ({"a": dict(t, shape=[2, 2])}, 48),
+        "f4_half_byte": ({"a": {"dtype": "F4", "shape": [3], "data_offsets": [0, 1]}}, 1),
+        "u8_too_large": ({"a": {"dtype": "U8", "shape": [big, big], "data_offsets": [0, 0]}}, 0),
+        "f32_rank_9_not_read": ({"a": {"dtype": "F32", "shape": [1] * 9, "data_offsets": [0, 4]}}, 4),
+        "i64_rank_9_not_read": ({"a": {"dtype": "I64", "shape": [1] * 9, "data_offsets": [0, 8]}}, 8),
+        "empty_strides_overflow": ({"a": t, "z": {"dtype": "F32", "shape": [0, big, big], "data_offsets": [48, 48]}}, 48),
+    }.items():
+        write("safetensors", name, safetensors_raw(json.dumps(entries).encode(), data[:size]))
     kv_pages_seeds()
+    env_seeds()
+
+
+def env_seeds():
+    """Values for fuzz_env: ATTN_NUM_THREADS, ATTN_VERBOSE, COLUMNS,
+    ATTN_ISA, TERM, COLORTERM and NO_COLOR, separated by NUL; those the
+    input does not reach are unset."""
+    def env(*values):
+        return b"\0".join(v.encode() for v in values)
+    for name, values in {
+        "threads_4": ["4"],
+        "threads_over_256": ["99999999999999999999"],
+        "threads_0": ["0"],
+        "threads_negative": ["-3"],
+        "threads_trailing_text": ["3x"],
+        "threads_space_and_sign": [" +7"],
+        "verbose_false_any_case": ["", "FaLsE"],
+        "verbose_off_no_0": ["", "no"],
+        "verbose_yes": ["", "yes"],
+        "verbose_empty": ["", ""],
+        "columns_120": ["", "", "120"],
+        "columns_19": ["", "", "19"],
+        "columns_10001": ["", "", "10001"],
+        "columns_trailing_text": ["", "", "80x"],
+        "isa_avx2": ["", "", "", "avx2"],
+        "isa_c": ["", "", "", "c"],
+        "isa_avx512": ["", "", "", "avx512"],
+        "isa_unknown": ["", "", "", "avx2x"],
+        "term_256": ["", "", "", "", "xterm-256color"],
+        "term_dumb": ["", "", "", "", "dumb"],
+        "colorterm_truecolor": ["", "", "", "", "xterm", "truecolor"],
+        "colorterm_24bit": ["", "", "", "", "xterm", "24bit"],
+        "no_color": ["", "", "", "", "xterm", "", "1"],
+        "no_color_empty": ["", "", "", "", "xterm-256color", "", ""],
+        "every_value": ["2", "1", "100", "c", "xterm-256color", "truecolor", "1"],
+    }.items():
+        write("env", name, env(*values))
 
 
 def kv_pages_seeds():
