@@ -346,7 +346,7 @@ web: $(BUILD)/explainer.html
 # `make BUILD=/tmp/cov FUZZ_EXTRA='-fprofile-instr-generate -fcoverage-mapping' fuzz`.
 FUZZ_CC      ?= clang
 FUZZ_EXTRA   ?=
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env sdpa_load
 FUZZ_BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) -fno-omit-frame-pointer $(FUZZ_EXTRA)
 FUZZ_CFLAGS  := $(FUZZ_BASE) -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))

@@ -498,7 +498,8 @@ static int run_varlen(input *in, cli_output *outs, const attn_sdpa_options *opts
         for (int i = 0; i < 3; i++)
             if (want[i]) free(want[i]->data);
     }
-    if (!code) code = cli_commit_and_print(outs, N_OUTS, outs[OUT_OUT].path ? NULL : &out);
+    /* the fuzzers stop once the inputs are read and checked and attention ran: nothing written or printed */
+    if (!code && cli_stop == CLI_RUN) code = cli_commit_and_print(outs, N_OUTS, outs[OUT_OUT].path ? NULL : &out);
     else cli_outputs_abort(outs, N_OUTS);
     free(out.data), free(lse.data), free(cu[0]), free(cu[1]);
     return code;
@@ -556,7 +557,7 @@ static int run_grouped(input *in, cli_output *outs, attn_sdpa_options *opts, att
         code = cli_error(EXIT_DATA, "--kv %s: %s", name, err.message);
     else if (outs[OUT_OUT].path) code = cli_output_write(&outs[OUT_OUT], &out);
     if (!code && outs[OUT_LSE].path) code = cli_output_write(&outs[OUT_LSE], &lse);
-    if (!code) code = cli_commit_and_print(outs, N_OUTS, outs[OUT_OUT].path ? NULL : &out);
+    if (!code && cli_stop == CLI_RUN) code = cli_commit_and_print(outs, N_OUTS, outs[OUT_OUT].path ? NULL : &out);
     else cli_outputs_abort(outs, N_OUTS);
     free(out.data), free(lse.data), free(mem);
     return code;
@@ -632,7 +633,7 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
     if (!code && outs[2].path) code = cli_output_write(&outs[2], &lse);
     if (!code && in[4].path) code = run_backward(in, outs, &out, &lse, opts);
     if (!code && outs[OUT_KEEP].path) code = write_dropout_mask(in, &outs[OUT_KEEP], rank, w_shape, opts);
-    if (!code) code = cli_commit_and_print(outs, N_OUTS, outs[OUT_OUT].path ? NULL : &out);
+    if (!code && cli_stop == CLI_RUN) code = cli_commit_and_print(outs, N_OUTS, outs[OUT_OUT].path ? NULL : &out);
     else cli_outputs_abort(outs, N_OUTS);
     free(out.data);
     free(weights.data);

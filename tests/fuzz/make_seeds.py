@@ -179,6 +179,37 @@ def main():
     write("explain_load", "sentence_no_words", b" ,;")
     mha_seeds(mark)
     refusal_seeds()
+    sdpa_load_seeds(mark)
+
+
+def sdpa_load_seeds(mark):
+    """attn sdpa's files (fuzz_sdpa_load: a byte of options, then q, k, v, the
+    mask, the ragged batch's offsets and the sinks, separated by the mark)."""
+    g = np.random.default_rng(3).standard_normal
+
+    def files(flags, *parts):
+        return bytes([flags]) + mark.join(npy(a) if a is not None else b"" for a in parts)
+    q, k, v = g((2, 3, 4)), g((2, 5, 4)), g((2, 5, 3))
+    f32 = [a.astype(np.float32) for a in (q, k, v)]
+    # byte 0: bits 0-1 none, --causal, --causal=bottom-right, --alibi; bits 2-4 as stored or computed: none,
+    # --kv-bf16, q8, q4_1, e4m3, q4c, --compute=bf16, --softcap 30; bits 5-6 none, --window 2, --rope halves,
+    # --dropout 0.5; bit 7 --scale 0.5
+    write("sdpa_load", "f64", files(0, q, k, v))
+    write("sdpa_load", "f64_bool_mask_causal", files(1, q, k, v, g((3, 5)) > 0))
+    write("sdpa_load", "f32_f16_kv_bottom_right_window", files(2 | 1 << 5, f32[0], k.astype(np.float16),
+                                                                  v.astype(np.float16)))
+    write("sdpa_load", "f32_kv_bf16_alibi", files(3 | 1 << 2, *f32))
+    write("sdpa_load", "f32_kv_e4m3_scale", files(4 << 2 | 128, *f32))
+    write("sdpa_load", "f32_kv_q4c", files(2 | 5 << 2, g((2, 1, 64)).astype(np.float32), g((2, 40, 64)).astype(np.float32),
+                                          g((2, 40, 32)).astype(np.float32)))
+    write("sdpa_load", "f32_rope_sinks", files(2 << 5, *f32, None, None, None, g(2).astype(np.float32)))
+    write("sdpa_load", "ragged", files(0, g((5, 2, 4)), g((7, 2, 4)), g((7, 2, 3)), None,
+                                        np.array([0, 2, 5]), np.array([0, 3, 7])))
+    write("sdpa_load", "ragged_offsets_differ", files(0, g((5, 2, 4)), g((7, 2, 4)), g((7, 2, 3)), None,
+                                                       np.array([0, 5]), np.array([0, 3, 7])))
+    write("sdpa_load", "mixed_dtypes", files(0, q, f32[1], v))
+    write("sdpa_load", "shapes_disagree", files(0, q, g((2, 5, 3)), v))
+
 
 
 def refusal_seeds():
