@@ -79,9 +79,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     char *argv[FUZZ_MAX_ARGS + 1], *buf;
     int n = fuzz_split_args(argv, &buf, NULL, 0, data, size);
     if (!n) return 0; /* out of memory */
-    /* putenv of buffers of our own: setenv keeps every distinct value it
-     * was given for the life of the process (glibc), which grew the
-     * fuzzer's memory by hundreds of MB a minute */
+    /* putenv of buffers of our own: glibc's setenv keeps a copy of every
+     * distinct value it is given for the life of the process (a million
+     * values held 64 MB), memory that grows with every new input */
     static char entry[N_NAMES][4096];
     const char *value[N_NAMES] = {0};
     for (int i = 0; i < N_NAMES; i++) {
