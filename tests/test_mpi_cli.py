@@ -576,6 +576,21 @@ def main():
         left = [f for f in os.listdir(c.dir) if f.startswith("fault.npy")]
         c.report(name, "" if r.returncode != 0 and took < 3 + 8 and said and not left
                  else "rc %d after %.1f s, stderr %r, files %s" % (r.returncode, took, r.stderr[-400:], left))
+    # Rank 0 stopped, on 4 ranks: the others time out alike and speak in
+    # turn, so rank 1 alone says it (rank 0 spoke first, when it could).
+    t0 = time.time()
+    out = c.path("fault.npy")
+    try:
+        r = c.run_mpi(4, ["-q", q, "-k", k, "-v", v, "-o", out, "--timeout", "3"], env={"ATTN_MPI_FAULT": "stop-open:0"},
+                      timeout=60)
+        took = time.time() - t0
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode != 0 and took < 3 + 8 and len(lines) == 1 and lines[0].startswith("attn: error: rank 1: opening -q ")
+        left = [f for f in os.listdir(c.dir) if f.startswith("fault.npy")]
+        c.report("fault_rank_0_stopped_rank_1_says_it", "" if ok and not left else "rc %d after %.1f s, stderr %r, files %s"
+                 % (r.returncode, took, r.stderr[-400:], left))
+    except subprocess.TimeoutExpired:
+        c.report("fault_rank_0_stopped_rank_1_says_it", "hangs: no answer after 60 s")
     # attn-mpi bench's collectives, under its --timeout: a rank stopped as
     # the ranks look for their node's (MPI_Comm_split_type, which has no
     # nonblocking form) or before a ring run's barrier.

@@ -401,7 +401,7 @@ int main(int argc, char **argv) {
         loud = keep >= 0 ? fdopen(keep, "w") : stderr;
         if (null >= 0) dup2(null, 2), close(null);
     }
-    deadline_init(rank_, loud, 60); /* the default --timeout until the command line is read */
+    deadline_init(rank_, size_, loud, 60); /* the default --timeout until the command line is read */
     int code;
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         if (rank_ == 0) cli_print_usage(argc < 2 ? stderr : stdout, MPI_USAGE);

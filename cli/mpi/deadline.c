@@ -2,7 +2,6 @@
 #include "deadline.h"
 #include "cli.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -10,13 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static int rank_ = 0;
+static int rank_ = 0, size_ = 1;
 static FILE *loud_;
 static double timeout_ = 60;
 static char temps_[2][4096]; /* read by the timer's handler: plain arrays, no pointers into freed memory */
 
-void deadline_init(int rank, FILE *loud, double timeout_s) {
-    rank_ = rank, loud_ = loud, timeout_ = timeout_s;
+void deadline_init(int rank, int size, FILE *loud, double timeout_s) {
+    rank_ = rank, size_ = size, loud_ = loud, timeout_ = timeout_s;
 }
 
 void deadline_set_timeout(double timeout_s) { timeout_ = timeout_s; }
@@ -37,18 +36,42 @@ static void remove_temps(void) {
         if (temps_[i][0]) unlink(temps_[i]);
 }
 
+/* The tag of "a rank has said why the job ends", on MPI_COMM_WORLD: the
+ * command's other messages there are --stats' (0) and the bench's (9). */
+enum { TAG_SPOKEN = 77 };
+
 void deadline_lost(const char *fmt, ...) {
     char message[1200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    struct timespec wait = {(time_t)turn(), 0};
-    while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {
-    }
     remove_temps();
+    /* Its turn, unless a lower rank says first that it spoke: mpirun may
+     * take more than the turn to end the job after that rank's exit. */
+    double until = MPI_Wtime() + turn();
+    while (MPI_Wtime() < until) {
+        int heard = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_SPOKEN, MPI_COMM_WORLD, &heard, MPI_STATUS_IGNORE);
+        if (heard) _exit(EXIT_DATA); /* said already: the job's status is that rank's */
+        struct timespec nap = {0, 10000000};
+        nanosleep(&nap, NULL);
+    }
     fprintf(loud_ ? loud_ : stderr, "attn: error: rank %d: %s\n", rank_, message);
     fflush(loud_ ? loud_ : stderr);
+    /* Then the others are told (small messages, which MPI sends without
+     * their receivers, given a moment to leave before this rank exits). */
+    static int one = 1;
+    MPI_Request *req = malloc(sizeof *req * (size_t)size_);
+    int n = 0, sent = 0;
+    for (int r = 0; req && r < size_; r++)
+        if (r != rank_ && MPI_Isend(&one, 1, MPI_INT, r, TAG_SPOKEN, MPI_COMM_WORLD, &req[n]) == MPI_SUCCESS) n++;
+    double leave = MPI_Wtime() + 0.05;
+    while (req && !sent && MPI_Wtime() < leave) {
+        struct timespec nap = {0, 1000000};
+        if (MPI_Testall(n, req, &sent, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+        nanosleep(&nap, NULL);
+    }
     _exit(EXIT_DATA);
 }
 

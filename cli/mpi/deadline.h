@@ -21,18 +21,20 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* This rank, where its one error line goes (loud), and the deadline of
- * every wait from here on (seconds). */
-void deadline_init(int rank, FILE *loud, double timeout_s);
+/* This rank and the ranks' number (of MPI_COMM_WORLD), where its one
+ * error line goes (loud), and the deadline of every wait from here on
+ * (seconds). */
+void deadline_init(int rank, int size, FILE *loud, double timeout_s);
 void deadline_set_timeout(double timeout_s);
 double deadline_timeout(void);
 
 /* No answer in time: "attn: error: rank R: MESSAGE" on loud, the outputs'
  * temporaries removed, and the rank ends without MPI_Finalize, which makes
  * mpirun end the job (a stopped rank too). The ranks cannot agree on
- * anything more, so each that timed out says it, but in turn: rank 0 at
- * once, rank r after min(r, 3) s, by when the job has ended if a lower
- * rank spoke; one line, then, unless the lower ranks are the lost ones. */
+ * anything more, so each that timed out may say it, but in turn: rank 0
+ * at once, rank r after min(r, 3) s, and a rank that spoke tells the
+ * others (a small message each), which then end without a word: one line,
+ * unless the job's end outruns the message. */
 _Noreturn void deadline_lost(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The temporaries (at most 2) that an end by deadline_lost removes; NULL
