@@ -28,7 +28,8 @@ void deadline_temp(int i, const char *path) {
 }
 
 /* How long rank r waits before it speaks: a lower rank that timed out too
- * speaks first and its exit ends the job (mpirun kills the rest). */
+ * speaks first, tells the others, and its exit ends the job (mpirun kills
+ * the rest). */
 static double turn(void) { return rank_ < 3 ? rank_ : 3; }
 
 static void remove_temps(void) {
