@@ -326,9 +326,9 @@ static int write_outputs(const mpi_args *a, cli_output outs[2], const attn_tenso
 }
 
 /* The outputs renamed into place by rank 0, both or neither
- * (cli_outputs_move), once every rank has passed the barrier before
- * MPI_Finalize: a rank lost before it leaves no output. A failure is rank
- * 0's alone to say, and its status is the job's. */
+ * (cli_outputs_move), after MPI_Finalize: a rank lost before leaves no
+ * output. A failure is rank 0's alone to say, and its status is the
+ * job's. */
 static int commit_outputs(void) {
     int code = 0;
     if (rank_ == 0 && written_) {
@@ -419,11 +419,12 @@ int main(int argc, char **argv) {
         if (code < 0) code = 0;
     }
     /* MPI_Finalize waits for every rank, and has no nonblocking form: a
-     * rank lost before it is found at the barrier, which every rank then
-     * has passed before rank 0 renames the outputs into place. */
+     * rank lost before it is found at the barrier, one lost after it by the
+     * timer, which removes the temporaries. Only once it has returned does
+     * rank 0 rename the outputs into place: every rank has finished. */
     deadline_enter(MPI_COMM_WORLD, "finalize", "ending MPI (MPI_Finalize)");
-    if (code == 0) code = commit_outputs();
     MPI_Finalize();
     deadline_leave();
+    if (code == 0) code = commit_outputs();
     return cli_close_stdout(code);
 }

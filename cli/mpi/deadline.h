@@ -61,7 +61,8 @@ void deadline_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm 
 void deadline_barrier(MPI_Comm comm, const char *point, const char *what);
 
 /* Around a collective that has no nonblocking form: the barrier, then the
- * timer (see above). Not nested. */
+ * timer (see above). Not nested. Its fault points are `point` before the
+ * barrier and "POINT-in" after it, where only the timer finds the loss. */
 void deadline_enter(MPI_Comm comm, const char *point, const char *what);
 void deadline_leave(void);
 
