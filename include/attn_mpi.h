@@ -30,8 +30,12 @@
  * comes. Errors agree: when any rank's arguments are wrong, every rank
  * returns the same status, and the message names the rank it came from
  * ("rank R: ..."). A rank that dies or stops answering
- * makes the others return ATTN_ERR_COMM within options.timeout_s; the
- * communicator is then unusable, and the caller should MPI_Abort. */
+ * makes the others return ATTN_ERR_COMM within options.timeout_s, saying
+ * what did not complete: a collective of the call's setup or agreement
+ * ("duplicating the communicator: the ranks did not all answer ..."), or
+ * a ring message: the receive from the left neighbour, the send to the
+ * right one, or both. The communicator is then unusable, and MPI may still
+ * hold the operations that did not complete: the caller should MPI_Abort. */
 #ifndef ATTN_MPI_H
 #define ATTN_MPI_H
 
@@ -95,8 +99,8 @@ typedef struct attn_mpi_stats {
 typedef struct attn_mpi_options {
     size_t struct_size;           /* set by attn_mpi_options_default() (attn.h: "Versioned structs") */
     attn_mpi_layout layout;       /* how q, k and v are sharded (default ATTN_MPI_ZIGZAG) */
-    double timeout_s;             /* the longest wait for any one message (default 60 s;
-                                   * above 0, below ATTN_MPI_TIMEOUT_MAX) */
+    double timeout_s;             /* the longest wait for any one message or collective
+                                   * (default 60 s; above 0, below ATTN_MPI_TIMEOUT_MAX) */
     /* The attention's options, or NULL for the defaults: scale, causal (both
      * alignments, in the whole sequence's positions), mask, compute, context
      * (this rank's threads) and the score variants (softcap, ALiBi, window,

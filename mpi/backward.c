@@ -123,7 +123,7 @@ static attn_status run(ring *R, bwd *b, attn_error *err) {
                 return ring_fail(err, ATTN_ERR_COMM, "cannot post the gradients' messages (step %d)", t);
             nreq += 2;
         }
-        if (nreq && (st = attn_ring_wait(R, req, nreq, R->left, err))) return st;
+        if (nreq && (st = attn_ring_wait(R, req, nreq, err))) return st;
     }
     return local;
 }

@@ -28,37 +28,72 @@ void attn_ring_progress(MPI_Request *req, int n) {
     MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
 }
 
-/* Wait for n requests until timeout seconds have passed; *waited (when
- * not NULL) grows by the time it took. peer is the rank waited for, or -1
- * for a collective (any rank may be the late one). */
-static attn_status wait_for(MPI_Request *req, int n, double timeout, int peer, double *waited, attn_error *err) {
+/* Poll n requests until all complete or timeout seconds pass: MPI_SUCCESS
+ * with *late false when they completed (*waited, when not NULL, grows by
+ * the time it took), with *late true when the deadline came first; else
+ * MPI's error code. */
+static int poll_until(MPI_Request *req, int n, double timeout, double *waited, bool *late) {
     double t0 = MPI_Wtime(), deadline = t0 + timeout;
     struct timespec nap = {0, 20000}; /* 20 µs between polls: a core for the other ranks, little latency */
+    *late = false;
     for (;;) {
         int done = 0, rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(err, rc, peer < 0 ? "a collective operation failed" : "a message to or from a neighbour failed", peer);
+        if (rc != MPI_SUCCESS) return rc;
         if (done) break;
-        if (MPI_Wtime() > deadline && peer < 0)
-            return ring_fail(err, ATTN_ERR_COMM, "the ranks did not all answer within %g s: one stopped, failed or hangs",
-                             timeout);
-        if (MPI_Wtime() > deadline)
-            return ring_fail(err, ATTN_ERR_COMM, "no answer from rank %d within %g s: it stopped, failed or hangs", peer,
-                             timeout);
+        if (MPI_Wtime() > deadline) {
+            *late = true;
+            return MPI_SUCCESS;
+        }
         nanosleep(&nap, NULL);
     }
     if (waited) *waited += MPI_Wtime() - t0;
+    return MPI_SUCCESS;
+}
+
+/* A collective that did not complete in time: every rank takes part, so
+ * the one that stopped may be any of them. `what` names the collective. */
+static attn_status wait_collective_for(MPI_Request *req, double timeout, const char *what, double *waited, attn_error *err) {
+    bool late;
+    int rc = poll_until(req, 1, timeout, waited, &late);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, what, -1);
+    if (late)
+        return ring_fail(err, ATTN_ERR_COMM, "%s: the ranks did not all answer within %g s: one stopped, failed or hangs",
+                         what, timeout);
     return ATTN_OK;
 }
 
-attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err) {
-    return wait_for(req, n, R->timeout, peer, &R->stats.wait_s, err);
+attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, attn_error *err) {
+    bool late;
+    int rc = poll_until(req, n, R->timeout, &R->stats.wait_s, &late);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(err, rc, "a message to or from a neighbour failed", -1);
+    if (!late) return ATTN_OK;
+    /* Which of them is still pending: MPI_Testall changes nothing unless
+     * all completed, MPI_Test each one on its own. */
+    bool recv_late = false, send_late = false;
+    for (int i = 0; i < n; i++) {
+        int done = 0;
+        if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) {
+            if (i % 2 == 0) recv_late = true;
+            else send_late = true;
+        }
+    }
+    if (recv_late && send_late && R->left == R->right)
+        return ring_fail(err, ATTN_ERR_COMM, "neither the receive from rank %d nor the send to it completed within %g s: "
+                         "rank %d stopped, failed or hangs", R->left, R->timeout, R->left);
+    if (recv_late && send_late)
+        return ring_fail(err, ATTN_ERR_COMM, "neither the receive from rank %d nor the send to rank %d completed within %g s: "
+                         "rank %d or %d stopped, failed or hangs", R->left, R->right, R->timeout, R->left, R->right);
+    if (send_late)
+        return ring_fail(err, ATTN_ERR_COMM, "the send to rank %d did not complete within %g s (the receive from rank %d "
+                         "did): rank %d stopped, failed or hangs", R->right, R->timeout, R->left, R->right);
+    return ring_fail(err, ATTN_ERR_COMM, "the receive from rank %d did not complete within %g s (the send to rank %d did): "
+                     "rank %d stopped, failed or hangs", R->left, R->timeout, R->right, R->left);
 }
 
-/* A collective of R's communicator: every rank takes part, so that the
- * one that stopped may be any of them, not the left neighbour. */
-static attn_status wait_collective(ring *R, MPI_Request *req, attn_error *err) {
-    return attn_ring_wait(R, req, 1, -1, err);
+/* A collective of R's communicator, named by `what`. */
+static attn_status wait_collective(ring *R, MPI_Request *req, const char *what, attn_error *err) {
+    return wait_collective_for(req, R->timeout, what, &R->stats.wait_s, err);
 }
 
 uint64_t attn_ring_digest(uint64_t h, const void *bytes, size_t n) {
@@ -110,7 +145,7 @@ static attn_status extremes(MPI_Comm comm, const int64_t *mine, int64_t *least, 
     MPI_Request req;
     int rc = MPI_Iallreduce(buf, buf + 2 * n, 2 * n, MPI_INT64_T, MPI_MAX, comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot compare the ranks' arguments", -1);
-    attn_status st = wait_for(&req, 1, timeout, -1, NULL, err);
+    attn_status st = wait_collective_for(&req, timeout, "comparing values across the ranks", NULL, err);
     for (int i = 0; !st && i < n; i++) most[i] = buf[2 * n + i], least[i] = ~buf[3 * n + i];
     return st;
 }
@@ -183,7 +218,7 @@ attn_status attn_ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *optio
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot duplicate the communicator", -1);
     MPI_Comm_rank(comm, &R->rank), MPI_Comm_size(comm, &R->size);
     R->left = (R->rank + R->size - 1) % R->size, R->right = (R->rank + 1) % R->size;
-    st = wait_collective(R, &req, err);
+    st = wait_collective(R, &req, "duplicating the communicator", err);
     if (st) { /* a duplicate never finished is not ours to free */
         R->comm = MPI_COMM_NULL;
         return st;
@@ -206,7 +241,7 @@ attn_status attn_ring_agree(ring *R, attn_status st, attn_error *err) {
     MPI_Request req;
     int rc = MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot agree on the call's status", -1);
-    attn_status wst = wait_collective(R, &req, err);
+    attn_status wst = wait_collective(R, &req, "agreeing on the call's status", err);
     if (wst) return wst;
     if (first == R->size) return ATTN_OK;
     struct { int status; char message[ATTN_ERROR_MESSAGE_SIZE]; } what;
@@ -214,7 +249,7 @@ attn_status attn_ring_agree(ring *R, attn_status st, attn_error *err) {
     if (R->rank == first) what.status = (int)st, memcpy(what.message, err->message, sizeof what.message);
     rc = MPI_Ibcast(&what, (int)sizeof what, MPI_BYTE, first, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot share an error", -1);
-    if ((wst = wait_collective(R, &req, err))) return wst;
+    if ((wst = wait_collective(R, &req, "sharing an error among the ranks", err))) return wst;
     what.message[sizeof what.message - 1] = 0;
     /* The first failing rank's error as it is, there and where this rank
      * failed alike (an error the ranks already agreed on, the same
@@ -228,7 +263,7 @@ attn_status attn_ring_lengths(ring *R, int64_t Lr, int64_t Sr, bool batch_zero, 
     MPI_Request req;
     int rc = MPI_Iallreduce(mine, sum, 2, MPI_INT64_T, MPI_SUM, R->comm, &req);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "cannot sum the shards' lengths", -1);
-    attn_status st = wait_collective(R, &req, err);
+    attn_status st = wait_collective(R, &req, "summing the shards' lengths", err);
     if (st) return st;
     R->L = sum[0], R->S = sum[1];
     attn_mpi_shard ks;

@@ -89,7 +89,7 @@ static attn_status run(ring *R, fwd *f, attn_error *err) {
             nreq = 2, R->stats.bytes_sent += bytes;
         }
         step(R, f, cur, src, t == 0, req, nreq, &local, err);
-        if (nreq && (st = attn_ring_wait(R, req, nreq, R->left, err))) return st;
+        if (nreq && (st = attn_ring_wait(R, req, nreq, err))) return st;
     }
     return local;
 }

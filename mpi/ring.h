@@ -36,9 +36,12 @@ static inline const char *ring_plural(int64_t n) { return n == 1 ? "" : "s"; }
  * one that leaves R->comm MPI_COMM_NULL cannot be. */
 attn_status attn_ring_open(ring *R, MPI_Comm comm, const attn_mpi_options *options, attn_error *err);
 void attn_ring_close(ring *R);
-/* Wait for n requests until the deadline; ATTN_ERR_COMM naming `peer` if
- * they fail or do not complete. The time waited is added to stats.wait_s. */
-attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, int peer, attn_error *err);
+/* Wait for n ring messages until the deadline: req[0], req[2], ... receives
+ * from the left neighbour, req[1], req[3], ... sends to the right one.
+ * ATTN_ERR_COMM if they fail or do not complete, saying which of the two
+ * directions did not (the receive from rank L, the send to rank R, both).
+ * The time waited is added to stats.wait_s. */
+attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, attn_error *err);
 /* Let MPI move messages along while the caller computes (no waiting). */
 void attn_ring_progress(MPI_Request *req, int n);
 /* Every rank's status made one: when any rank failed, all return the

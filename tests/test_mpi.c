@@ -657,6 +657,69 @@ static void same_api(void) {
     mcheck(attn_mpi_same(MPI_COMM_WORLD, NULL, 0, 10, &err) == ATTN_OK, "same_no_values", err.message);
 }
 
+/* The rank whose ring messages are held back (-1: none). MPI's profiling
+ * interface lets a program stand in for MPI_Irecv and MPI_Isend (PMPI_ is
+ * MPI's own): on that rank, on the ring's private communicator (the
+ * test's own messages are on MPI_COMM_WORLD), each is replaced by a
+ * receive that nothing matches, so that the rank seems to stop after the
+ * ring's setup, just before its first messages, and never posts them
+ * later (where a message would land in a buffer its receiver had freed). */
+static int held_rank = -1;
+static char held_dummy[2];
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
+    if (rank_ == held_rank && comm != MPI_COMM_WORLD) return PMPI_Irecv(held_dummy, 1, MPI_BYTE, source, 999, comm, req);
+    return PMPI_Irecv(buf, count, type, source, tag, comm, req);
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    if (rank_ == held_rank && comm != MPI_COMM_WORLD) return PMPI_Irecv(held_dummy + 1, 1, MPI_BYTE, dest, 998, comm, req);
+    return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+}
+
+/* One rank (1) holds its ring messages back: the others time out and say
+ * which message did not complete. Its left neighbour's send to it stays
+ * pending (a shard of 1 MiB, past any eager limit, waits for a receive)
+ * while the receive from the left completed: the error names the send
+ * to rank 1, not the left neighbour it said before. Its right
+ * neighbour's receive from it stays pending while the send to the right
+ * completed. Each within the timeout and a little more. */
+static void held_messages(void) {
+    if (size_ < 3) {
+        if (rank_ == 0) printf("skip ring_timeout_names_the_message_np%d: needs 3 ranks (left and right neighbours apart)\n", size_);
+        return;
+    }
+    int64_t L = 512 * (int64_t)size_, whole[3] = {2, L, 64}, mine[3] = {2, L / size_, 64};
+    (void)whole;
+    attn_tensor q = make(ATTN_F64, 3, mine), k = make(ATTN_F64, 3, mine), v = make(ATTN_F64, 3, mine);
+    attn_tensor out = make(ATTN_F64, 3, mine);
+    attn_mpi_options mo = attn_mpi_options_default();
+    mo.layout = ATTN_MPI_CONTIGUOUS, mo.timeout_s = 2;
+    attn_error err;
+    held_rank = 1;
+    double t0 = MPI_Wtime();
+    attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &out, NULL, &q, &k, &v, &mo, &err);
+    double took = MPI_Wtime() - t0;
+    held_rank = -1;
+    char why[ATTN_ERROR_MESSAGE_SIZE + 64];
+    snprintf(why, sizeof why, "status %d after %.1f s: %s", (int)st, took, err.message);
+    bool named = true;
+    char want[160];
+    if (rank_ == 0) { /* left of rank 1 */
+        snprintf(want, sizeof want, "the send to rank 1 did not complete within 2 s (the receive from rank %d did): "
+                 "rank 1 stopped", size_ - 1);
+        named = strstr(err.message, want) != NULL;
+    } else if (rank_ == 2) { /* right of rank 1 */
+        snprintf(want, sizeof want, "the receive from rank 1 did not complete within 2 s (the send to rank %d did): "
+                 "rank 1 stopped", 3 % size_);
+        named = strstr(err.message, want) != NULL;
+    } else if (rank_ == 1) {
+        named = strstr(err.message, "neither the receive from rank 0 nor the send to rank 2 completed within 2 s") != NULL;
+    }
+    mcheck(st == ATTN_ERR_COMM && named && took < 6, "ring_timeout_names_the_message", why);
+    free(q.data), free(k.data), free(v.data), free(out.data);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_), MPI_Comm_size(MPI_COMM_WORLD, &size_);
@@ -701,6 +764,7 @@ int main(int argc, char **argv) {
     mask_rank_out_of_range();
     shard_struct_checked();
     half_queries();
+    held_messages();
     MPI_Finalize();
     return n_failed ? 1 : 0;
 }

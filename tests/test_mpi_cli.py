@@ -5,8 +5,9 @@ float64 (oracle.py's reference): causal in both alignments and not, GQA with
 broadcast batches, bool and float masks, both layouts, f64 and f32. Then bad
 input (one error line, printed once, no output file); ranks given different
 command lines or files (one error naming what differs, no hang); and a rank
-that stops or is killed mid-run: the others end with an error within the
-timeout.
+that stops or is killed mid-run, or stops just before any collective of the
+command: the others end with one error naming what timed out, within the
+timeout and a few seconds.
 
 Usage: test_mpi_cli.py BUILD_DIR"""
 import os
@@ -512,6 +513,8 @@ def main():
                            "--layout zigzag and --layout zigzag: give --layout once"),
                           ("unknown", ["--frobnicate"], "unknown bench argument '--frobnicate' (see attn-mpi bench --help)"),
                           ("seq_needs_value", ["--seq"], "option --seq needs a value"),
+                          ("timeout_zero", ["--timeout", "0"], "--timeout '0' is not a number of seconds above 0"),
+                          ("timeout_twice", ["--timeout", "5", "--timeout", "6"], "--timeout 5 and --timeout 6: give --timeout once"),
                           # a length whose tensors pass the node's memory: refused before any is
                           # allocated (the run printed its table of failures, "data is NULL")
                           ("seq_over_memory", ["--seq", "2147483647"], "--seq 2147483647 needs "),
@@ -531,31 +534,85 @@ def main():
     c.report("stats_one_line_per_rank", "" if r.returncode == 0 and [ln.split(":")[0] for ln in lines] ==
              ["rank 0", "rank 1", "rank 2"] and all(0 <= x <= 100 for x in shares) else "rc %d: %r" % (r.returncode, r.stdout))
 
-    # A rank that stops (hangs) or dies before the attention, or before the
-    # ranks first compare their command lines: the others end the job with
-    # an error within the timeout, and no output appears. (A rank stopped
-    # at the first comparison timed the others out there, which went on
-    # to print their error and MPI_Finalize, and mpirun waited for the
-    # stopped one for ever.) Each says it had no answer, naming no rank
-    # that was not stopped.
-    for how in ("stop", "kill", "stop-first", "kill-first"):
+    # A rank that stops (hangs) or dies before the attention, before the
+    # ranks first compare their command lines, or just before any other
+    # collective of the command (ATTN_MPI_FAULT=stop-POINT:1): the others
+    # end the job within the timeout and a few seconds, with one error line
+    # naming what timed out, and no output or temporary appears. (A rank
+    # stopped at the first comparison timed the others out there, which
+    # went on to print their error and MPI_Finalize, and mpirun waited for
+    # the stopped one for ever; one stopped at an MPI-IO open or write, or
+    # at the agreement on errors, hung them all.) A rank that stopped is
+    # named only when it is the one a rank waited for: in a collective any
+    # may be the late one, and the left neighbour, which was named, was not.
+    # Where the stopped rank's collective needs no answer from it (a read
+    # of the header, the root's broadcast), the next one is what times out.
+    late = "the ranks did not all answer within 3 s"
+    faults = [("stop", late), ("kill", ""), ("stop-first", "comparing the ranks' command lines: "),
+              ("kill-first", ""), ("stop-outcome", "comparing the ranks' command lines: " + late),
+              ("stop-agree", "agreeing on the ranks' errors: " + late),
+              ("stop-file", "comparing -q %s on the ranks: " % q), ("stop-open", "opening -q %s (MPI_File_open): " % q + late),
+              ("stop-header", late), ("stop-view", "reading the rows of -q %s (MPI_File_set_view): " % q + late),
+              ("stop-read", "reading the rows of -q %s " % q), ("stop-close", "closing -q %s (MPI_File_close): " % q + late),
+              ("stop-stamp", late), ("stop-create", "(MPI_File_open): " + late), ("stop-size", "(MPI_File_set_size): " + late),
+              ("stop-wview", "(MPI_File_set_view): " + late), ("stop-write", "writing the rows of "),
+              ("stop-wclose", "(MPI_File_close): " + late), ("stop-stats", "--stats"),
+              ("stop-finalize", "ending MPI (MPI_Finalize): " + late),
+              # past the barrier before a collective that has no nonblocking
+              # form: the others' timers end the job (and leave no output
+              # when it is MPI_Finalize, before which none is renamed)
+              ("stop-open-in", "opening -q %s (MPI_File_open): " % q + late), ("stop-create-in", "(MPI_File_open): " + late),
+              ("stop-wclose-in", "(MPI_File_close): " + late), ("stop-finalize-in", "ending MPI (MPI_Finalize): " + late)]
+    for how, want in faults:
         t0 = time.time()
         out = c.path("fault.npy")
+        name = "fault_%s_one_rank_ends_the_job" % how.replace("-", "_")
+        args = ["-q", q, "-k", k, "-v", v, "-o", out, "--timeout", "3"] + (["--stats"] if how == "stop-stats" else [])
         try:
-            r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", out, "--timeout", "3"], env={"ATTN_MPI_FAULT": how + ":1"},
-                          timeout=60)
+            r = c.run_mpi(3, args, env={"ATTN_MPI_FAULT": how + ":1"}, timeout=60)
         except subprocess.TimeoutExpired:
-            c.report("fault_%s_one_rank_ends_the_job" % how.replace("-", "_"), "hangs: no answer after 60 s")
+            c.report(name, "hangs: no answer after 60 s")
             continue
         took = time.time() - t0
-        # A rank that stopped is named only when it is the one a rank waited
-        # for: in a collective (every rank stops in one) any may be the late
-        # one, and the left neighbour, which was named, was not.
-        blamed = set(re.findall(r"no answer from rank (\d+)", r.stderr))
-        said = how.startswith("kill") or (("did not all answer" in r.stderr or blamed) and blamed <= {"1"})
-        c.report("fault_%s_one_rank_ends_the_job" % how.replace("-", "_"),
-                 "" if r.returncode != 0 and took < 30 and said and not os.path.exists(out)
-                 else "rc %d after %.1f s, stderr %r" % (r.returncode, took, r.stderr[-300:]))
+        lines = r.stderr.strip().splitlines()
+        blamed = set(re.findall(r"rank (\d+)(?: or \d+)? stopped", r.stderr))
+        said = how.startswith("kill") or (len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+                                          and blamed <= {"1"})
+        left = [f for f in os.listdir(c.dir) if f.startswith("fault.npy")]
+        c.report(name, "" if r.returncode != 0 and took < 3 + 8 and said and not left
+                 else "rc %d after %.1f s, stderr %r, files %s" % (r.returncode, took, r.stderr[-400:], left))
+    # Rank 0 stopped, on 4 ranks: the others time out alike and speak in
+    # turn, so rank 1 alone says it (rank 0 spoke first, when it could).
+    t0 = time.time()
+    out = c.path("fault.npy")
+    try:
+        r = c.run_mpi(4, ["-q", q, "-k", k, "-v", v, "-o", out, "--timeout", "3"], env={"ATTN_MPI_FAULT": "stop-open:0"},
+                      timeout=60)
+        took = time.time() - t0
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode != 0 and took < 3 + 8 and len(lines) == 1 and lines[0].startswith("attn: error: rank 1: opening -q ")
+        left = [f for f in os.listdir(c.dir) if f.startswith("fault.npy")]
+        c.report("fault_rank_0_stopped_rank_1_says_it", "" if ok and not left else "rc %d after %.1f s, stderr %r, files %s"
+                 % (r.returncode, took, r.stderr[-400:], left))
+    except subprocess.TimeoutExpired:
+        c.report("fault_rank_0_stopped_rank_1_says_it", "hangs: no answer after 60 s")
+    # attn-mpi bench's collectives, under its --timeout: a rank stopped as
+    # the ranks look for their node's (MPI_Comm_split_type, which has no
+    # nonblocking form) or before a ring run's barrier.
+    for how, want in (("stop-bench-split", "finding the ranks on this node (MPI_Comm_split_type): " + late),
+                      ("stop-bench", "starting a ring run: " + late)):
+        t0 = time.time()
+        name = "fault_%s_one_rank_ends_the_job" % how.replace("-", "_")
+        try:
+            r = subprocess.run(c.mpirun + ["-np", "3", c.mpi, "bench", "--quick", "--timeout", "3"], capture_output=True,
+                               text=True, env=dict(os.environ, ATTN_MPI_FAULT=how + ":1"), timeout=60)
+        except subprocess.TimeoutExpired:
+            c.report(name, "hangs: no answer after 60 s")
+            continue
+        took = time.time() - t0
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode != 0 and took < 3 + 8 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        c.report(name, "" if ok else "rc %d after %.1f s, stderr %r" % (r.returncode, took, r.stderr[-400:]))
     print("# attn-mpi: %d passed, %d failed" % (c.passed, c.failed))
     return 1 if c.failed else 0
 

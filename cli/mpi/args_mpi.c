@@ -25,8 +25,9 @@ const char MPI_USAGE[] =
     CLI_SCORE_HELP
     "      --layout L         zigzag (default: every rank gets an early and a late\n"
     "                         chunk, so causal work is balanced) or contiguous\n"
-    "      --timeout S        longest wait for a message, in seconds (default 60):\n"
-    "                         a rank that died or hangs is an error after it\n"
+    "      --timeout S        longest wait for a message or another rank, in\n"
+    "                         seconds (default 60): a rank that died or hangs is\n"
+    "                         an error after it\n"
     "  -o, --out FILE         write the output (..., Hq, L, Ev)\n"
     "      --lse FILE         also write each row's log-sum-exp (..., Hq, L)\n"
     "      --stats            print each rank's time computing and waiting\n"

@@ -8,12 +8,18 @@
  * that passes another argument to one rank, or a node with another copy of
  * a file, is an error rather than a hang or a wrong answer.
  *
+ * Every collective of the command has the --timeout's deadline
+ * (deadline.h), as the library's do: a rank that stops anywhere ends the
+ * job with one error naming what timed out.
+ *
  * For the tests only: ATTN_MPI_FAULT=stop:R or kill:R makes rank R stop
- * (SIGSTOP) or die (SIGKILL) just before the attention, so that the others
- * must notice within --timeout. */
+ * (SIGSTOP) or die (SIGKILL) just before the attention, and
+ * stop-POINT:R just before the collective of that point (deadline.h), so
+ * that the others must notice within --timeout. */
 #include "cli.h"
 #include "args_mpi.h"
 #include "bench_mpi.h"
+#include "deadline.h"
 #include "npy_mpi.h"
 
 #include <errno.h>
@@ -33,36 +39,27 @@ static int rank_, size_;
 static FILE *loud; /* this rank's own stderr: rank 0's is stderr; the others' is kept for a lost rank */
 
 /* One status for all ranks: 0, or the first failing rank's code with its
- * message in msg on every rank. */
+ * message in msg on every rank. The first call is fault point "agree". */
 static int agree(int code, char *msg, size_t n) {
     int mine = code ? rank_ : size_, first = size_;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    deadline_allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, "agree", "agreeing on the ranks' errors");
     if (first == size_) return 0;
-    int what = code;
-    MPI_Bcast(&what, 1, MPI_INT, first, MPI_COMM_WORLD);
-    MPI_Bcast(msg, (int)n, MPI_CHAR, first, MPI_COMM_WORLD);
-    msg[n - 1] = 0;
-    return what;
-}
-
-/* No answer from some rank within the timeout (ATTN_ERR_COMM): said from
- * this rank, which then ends without MPI_Finalize, so that mpirun ends the
- * job. The ranks cannot agree on anything more: those that had their
- * answers go on to the next collective and would wait there for ever for
- * the ones that stopped waiting (and mpirun for a stopped rank). */
-static _Noreturn void lost(const char *message) {
-    fprintf(loud, "attn: error: rank %d: %s\n", rank_, message);
-    fflush(loud);
-    _exit(EXIT_DATA);
+    struct { int code; char text[ATTN_ERROR_MESSAGE_SIZE + 256]; } what;
+    memset(&what, 0, sizeof what);
+    if (rank_ == first) what.code = code, snprintf(what.text, sizeof what.text, "%s", msg);
+    deadline_bcast(&what, (int)sizeof what, MPI_BYTE, first, MPI_COMM_WORLD, "agree", "sharing an error among the ranks");
+    snprintf(msg, n, "%s", what.text);
+    return what.code;
 }
 
 /* attn_mpi_same's verdict on this rank's values as the command's 0 or 1,
- * with the message (the same on every rank). */
-static int same(const attn_mpi_value *v, int count, double timeout, char *msg, size_t n) {
+ * with the message (the same on every rank). No answer in time ends the
+ * job, naming `what` was compared. */
+static int same(const attn_mpi_value *v, int count, double timeout, const char *what, char *msg, size_t n) {
     attn_error err;
     attn_status st = attn_mpi_same(MPI_COMM_WORLD, v, count, timeout, &err);
     if (st == ATTN_OK) return 0;
-    if (st == ATTN_ERR_COMM) lost(err.message);
+    if (st == ATTN_ERR_COMM) deadline_lost("%s: %s", what, err.message);
     snprintf(msg, n, "%s", err.message);
     return 1;
 }
@@ -96,7 +93,8 @@ static int same_options(const mpi_args *a, char *msg, size_t n) {
         {"--sinks' path", ATTN_MPI_DIGEST, 0, a->sinks ? attn_mpi_digest(a->sinks, strlen(a->sinks)) : 0, 0},
         {"--rope", ATTN_MPI_GIVEN, 0, a->has_rope, 0},
     };
-    return same(v, (int)(sizeof v / sizeof *v), a->timeout_s, msg, n);
+    deadline_fault("first");
+    return same(v, (int)(sizeof v / sizeof *v), a->timeout_s, "comparing the ranks' command lines", msg, n);
 }
 
 /* How many bytes of an input file each rank reads itself to compare: the
@@ -124,7 +122,9 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
     if (fp) fclose(fp);
     else if (fd >= 0) close(fd);
     int mine[2] = {here, odd}, sums[2] = {0, 0};
-    MPI_Allreduce(mine, sums, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    char what[4200];
+    snprintf(what, sizeof what, "comparing %s %s on the ranks", opt, path);
+    deadline_allreduce(mine, sums, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "file", what);
     ranks = sums[0];
     int code = 0;
     if (sums[1] > 0) {
@@ -152,7 +152,7 @@ static int same_file(const char *opt, const char *path, double timeout, char *ms
         snprintf(names[N - 1], sizeof names[N - 1], "%s's contents (its first 64 KiB)", opt);
         v[N - 1] = (attn_mpi_value){NULL, ATTN_MPI_DIGEST, 0, digest, 0};
         for (int i = 0; i < N; i++) v[i].name = names[i];
-        code = same(v, N, timeout, msg, n);
+        code = same(v, N, timeout, what, msg, n);
     }
     free(head);
     return code;
@@ -214,38 +214,29 @@ static int read_inputs(const mpi_args *a, attn_tensor t[N_INPUTS], int64_t *L, c
  * or a usage error. When only some ranks had an error or --help, a usage
  * error on all; rank 0 says so unless it printed its own error already. */
 static int same_outcome(int code) {
-    int least = code, most = code;
-    MPI_Allreduce(&code, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&code, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (least == most) return code;
+    int mine[2] = {code, -code}, most[2]; /* the greatest of the codes and of their negatives: both ends at once */
+    deadline_allreduce(mine, most, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "outcome", "comparing the ranks' command lines");
+    if (-most[1] == most[0]) return code;
     if (rank_ == 0 && code <= 0)
         cli_error(EXIT_USAGE, "the ranks were given different command lines (a usage error or --help on some only): "
                   "every rank must run the same command");
     return EXIT_USAGE;
 }
 
-/* For the tests: stop or kill this rank when ATTN_MPI_FAULT names it and
- * the moment: "stop:R" and "kill:R" just before the attention, "stop-first:R"
- * and "kill-first:R" before the ranks first compare their command lines. */
-static void fault_hook(bool first) {
-    const char *f = getenv("ATTN_MPI_FAULT"), *colon = f ? strchr(f, ':') : NULL;
-    if (!colon || atoi(colon + 1) != rank_) return;
-    size_t n = (size_t)(colon - f);
-    if (n != (first ? 10 : 4)) return; /* "stop" or "stop-first" and the like: the moment named */
-    if (first && strncmp(f + 4, "-first", 6) != 0) return;
-    if (strncmp(f, "stop", 4) == 0) raise(SIGSTOP);
-    if (strncmp(f, "kill", 4) == 0) raise(SIGKILL);
-}
-
 /* Each rank's timings, printed by rank 0 in rank order (one message each). */
 static void print_stats(const attn_mpi_stats *s) {
     double row[4] = {s->compute_s, s->wait_s, s->total_s, (double)s->bytes_sent};
+    MPI_Request req;
+    deadline_fault("stats");
     if (rank_ != 0) {
-        MPI_Send(row, 4, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD);
+        MPI_Isend(row, 4, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, &req);
+        deadline_wait(&req, 1, MPI_STATUSES_IGNORE, "sending this rank's --stats to rank 0");
         return;
     }
     for (int r = 0; r < size_; r++) {
-        if (r > 0) MPI_Recv(row, 4, MPI_DOUBLE, r, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        char what[64];
+        snprintf(what, sizeof what, "receiving rank %d's --stats", r);
+        if (r > 0) MPI_Irecv(row, 4, MPI_DOUBLE, r, 0, MPI_COMM_WORLD, &req), deadline_wait(&req, 1, MPI_STATUSES_IGNORE, what);
         cli_prose(stdout, 0, 2, "rank %d: computing %.3f s, waiting %.3f s (%.0f%% of %.3f s), sent %.1f MB", r, row[0], row[1],
                100 * row[1] / (row[2] > 0 ? row[2] : 1), row[2], row[3] / 1e6);
     }
@@ -256,11 +247,12 @@ static void print_stats(const attn_mpi_stats *s) {
  * working directories, a directory not shared between nodes) would each
  * open a file of their own, and MPI-IO's collective open of them waits
  * for ever. 0, or 1 with msg on every rank (rank 0 then removes tmp). */
-static int same_output(const char *path, const char *tmp, char *msg, size_t n) {
+static int same_output(int slot, const char *path, const char *tmp, char *msg, size_t n) {
     FILE *fp = rank_ == 0 ? fopen(tmp, "wb") : NULL;
     int why = errno;
     if (fp) fclose(fp);
     if (agree(rank_ == 0 && !fp && snprintf(msg, n, "cannot create %s: %s", tmp, strerror(why)) > 0, msg, n)) return 1;
+    deadline_temp(slot, tmp); /* removed by whichever rank ends the job, should one be lost from here */
     struct stat sb;
     int seen = stat(tmp, &sb) == 0;
     return agree(!seen && snprintf(msg, n, "rank %d cannot see %s, which rank 0 created for %s: every rank must see the same "
@@ -298,13 +290,17 @@ static int resolve_outputs(const mpi_args *a, cli_output outs[2], char *msg, siz
     return agree(code, msg, n) ? EXIT_DATA : 0;
 }
 
-/* Write out (and lse) into temporaries beside their targets, then rename
- * them into place on rank 0 once every rank has written: both or neither
- * (cli_outputs_move). */
+/* The outputs, and whether they are written and wait to be renamed into
+ * place by rank 0 (commit_outputs, once every rank is done). */
+static cli_output outs_[2];
+static bool written_;
+
+/* Write out (and lse) into temporaries beside their targets: every rank's
+ * rows, agreed. They are renamed into place at the end (commit_outputs). */
 static int write_outputs(const mpi_args *a, cli_output outs[2], const attn_tensor *out, const attn_tensor *lse, int64_t L,
                          char *msg, size_t n) {
     long stamp = (long)getpid();
-    MPI_Bcast(&stamp, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    deadline_bcast(&stamp, 1, MPI_LONG, 0, MPI_COMM_WORLD, "stamp", "sharing the temporary files' names");
     const attn_tensor *ts[2] = {out, lse};
     int code = 0;
     attn_mpi_shard sh;
@@ -320,15 +316,28 @@ static int write_outputs(const mpi_args *a, cli_output outs[2], const attn_tenso
         int dim = i == 0 ? ts[i]->rank - 2 : ts[i]->rank - 1;
         whole[dim] = L;
         outs[i].written = rank_ == 0; /* rank 0 renames or removes what all wrote */
-        code = same_output(outs[i].path, outs[i].tmp, msg, n);
+        code = same_output(i, outs[i].path, outs[i].tmp, msg, n);
         if (!code) code = agree(npy_mpi_write(outs[i].tmp, ts[i], whole, dim, &sh, MPI_COMM_WORLD, rank_, msg, n), msg, n);
     }
-    if (rank_ == 0 && !code) {
-        int failed, e = cli_outputs_move(outs, 2, &failed);
-        if (e) code = snprintf(msg, n, "cannot rename into %s: %s", outs[failed].path, strerror(e)) > 0;
+    written_ = !code;
+    if (code && rank_ == 0) cli_outputs_abort(outs, 2);
+    if (code) deadline_temp(0, NULL), deadline_temp(1, NULL);
+    return code ? EXIT_DATA : 0;
+}
+
+/* The outputs renamed into place by rank 0, both or neither
+ * (cli_outputs_move), after MPI_Finalize: a rank lost before leaves no
+ * output. A failure is rank 0's alone to say, and its status is the
+ * job's. */
+static int commit_outputs(void) {
+    int code = 0;
+    if (rank_ == 0 && written_) {
+        int failed, e = cli_outputs_move(outs_, 2, &failed);
+        if (e) code = cli_error(EXIT_DATA, "cannot rename into %s: %s", outs_[failed].path, strerror(e));
+        cli_outputs_abort(outs_, 2);
     }
-    if (rank_ == 0) cli_outputs_abort(outs, 2);
-    return agree(code, msg, n) ? EXIT_DATA : 0;
+    deadline_temp(0, NULL), deadline_temp(1, NULL);
+    return code;
 }
 
 static int run(const mpi_args *a) {
@@ -336,8 +345,7 @@ static int run(const mpi_args *a) {
     memset(in, 0, sizeof in);
     char msg[ATTN_ERROR_MESSAGE_SIZE + 256] = "";
     int64_t L = 0;
-    cli_output outs[2];
-    fault_hook(true);
+    cli_output *outs = outs_;
     int code = same_options(a, msg, sizeof msg) ? EXIT_USAGE : 0;
     if (!code) code = resolve_outputs(a, outs, msg, sizeof msg);
     if (!code) code = read_inputs(a, in, &L, msg, sizeof msg);
@@ -368,10 +376,10 @@ static int run(const mpi_args *a) {
         attn_tensor_init(&out, NULL, in[0].dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, rank, shape, NULL, NULL);
         attn_tensor_init(&lse, NULL, out.dtype, rank - 1, shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * 8 + 8), lse.data = malloc((size_t)attn_tensor_numel(&lse) * 8 + 8);
-        fault_hook(false);
+        deadline_fault("");
         attn_status st = out.data && lse.data ? attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &in[0], &in[1], &in[2], &mo, &err)
                                               : ATTN_ERR_NO_MEMORY;
-        if (st == ATTN_ERR_COMM) lost(err.message); /* the ring is broken: said from here, the job brought down */
+        if (st == ATTN_ERR_COMM) deadline_lost("%s", err.message); /* the ring is broken: said from here, the job brought down */
         if (st) code = snprintf(msg, sizeof msg, "%s", st == ATTN_ERR_NO_MEMORY && !out.data ? "out of memory" : err.message) > 0;
         code = agree(code, msg, sizeof msg) ? EXIT_DATA : 0;
         if (!code) code = write_outputs(a, outs, &out, a->lse ? &lse : NULL, L, msg, sizeof msg);
@@ -393,6 +401,7 @@ int main(int argc, char **argv) {
         loud = keep >= 0 ? fdopen(keep, "w") : stderr;
         if (null >= 0) dup2(null, 2), close(null);
     }
+    deadline_init(rank_, size_, loud, 60); /* the default --timeout until the command line is read */
     int code;
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         if (rank_ == 0) cli_print_usage(argc < 2 ? stderr : stdout, MPI_USAGE);
@@ -403,10 +412,19 @@ int main(int argc, char **argv) {
         code = cli_error(EXIT_USAGE, "unknown command '%s' (attn-mpi has sdpa and bench)", argv[1]);
     } else {
         mpi_args a;
-        code = same_outcome(mpi_args_parse(argc, argv, &a, rank_ == 0));
+        int parsed = mpi_args_parse(argc, argv, &a, rank_ == 0);
+        if (parsed == 0) deadline_set_timeout(a.timeout_s); /* this rank's; the ranks compare them next */
+        code = same_outcome(parsed);
         if (code == 0) code = run(&a);
         if (code < 0) code = 0;
     }
+    /* MPI_Finalize waits for every rank, and has no nonblocking form: a
+     * rank lost before it is found at the barrier, one lost after it by the
+     * timer, which removes the temporaries. Only once it has returned does
+     * rank 0 rename the outputs into place: every rank has finished. */
+    deadline_enter(MPI_COMM_WORLD, "finalize", "ending MPI (MPI_Finalize)");
     MPI_Finalize();
+    deadline_leave();
+    if (code == 0) code = commit_outputs();
     return cli_close_stdout(code);
 }

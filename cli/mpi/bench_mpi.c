@@ -7,10 +7,15 @@
  * and reports the ring's fraction of the single rate, the share of the
  * ring's time spent waiting for messages it could not hide, the time the
  * same messages take alone and so the share of it the computing hid, and
- * the imbalance of the ranks' computing (the slowest rank over the mean). */
+ * the imbalance of the ranks' computing (the slowest rank over the mean).
+ *
+ * Its collectives and the ring's messages have --timeout's deadline (60 s
+ * by default; deadline.h), but the one barrier where the other ranks wait
+ * for rank 0's single-node run, which may take longer than any fixed time. */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "bench_mpi.h"
 #include "cli.h"
+#include "deadline.h"
 #include "text.h"
 
 #include <sched.h>
@@ -24,13 +29,14 @@
 
 static const char BENCH_USAGE[] =
     "usage: mpirun -np N attn-mpi bench [--quick] [--seq L]\n"
-    "         [--layout zigzag|contiguous]\n"
+    "         [--layout zigzag|contiguous] [--timeout S]\n"
     "       (or mpirun -np N attn bench --mpi ...)\n"
     "\n"
     "Ring attention (f32, 8 heads of 64, one batch) at sequence lengths 4096 and\n"
     "8192, or L, with and without a causal mask: its rate against attn_sdpa over\n"
     "the whole sequence on one rank, and the time spent waiting for messages.\n"
-    "Run nothing else meanwhile.\n";
+    "--timeout S is the longest wait for a message or another rank (default 60):\n"
+    "a rank that died or hangs is an error after it. Run nothing else meanwhile.\n";
 
 /* Best of `reps` wall times of f(), the slowest rank's (all ranks call). */
 typedef struct timing {
@@ -48,7 +54,8 @@ static float *random_floats(int64_t n, unsigned seed) {
 }
 
 /* A barrier that sleeps while it waits: MPI_Barrier spins, and would take
- * a core from rank 0's single-node run. */
+ * a core from rank 0's single-node run. It has no deadline: the others
+ * wait here for that run, as long as it takes. */
 static void quiet_barrier(void) {
     MPI_Request req;
     int done = 0;
@@ -60,7 +67,9 @@ static void quiet_barrier(void) {
 /* Threads for each rank: the node's cores shared among its ranks. */
 static int threads_per_rank(int *node_ranks) {
     MPI_Comm node;
+    deadline_enter(MPI_COMM_WORLD, "bench-split", "finding the ranks on this node (MPI_Comm_split_type)");
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    deadline_leave();
     MPI_Comm_size(node, node_ranks);
     MPI_Comm_free(&node);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -78,16 +87,16 @@ static double messages_alone(int64_t bytes, int size) {
     left = (rank + size - 1) % size, right = (rank + 1) % size;
     double best = INFINITY;
     for (int r = 0; r < 3 && a && b; r++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        deadline_barrier(MPI_COMM_WORLD, "bench", "timing the messages alone");
         double t0 = MPI_Wtime(), t, slowest;
         for (int step = 0; step + 1 < size; step++) {
             MPI_Request req[2];
             MPI_Irecv(step % 2 ? a : b, (int)bytes, MPI_BYTE, left, 9, MPI_COMM_WORLD, &req[0]);
             MPI_Isend(step % 2 ? b : a, (int)bytes, MPI_BYTE, right, 9, MPI_COMM_WORLD, &req[1]);
-            MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+            deadline_wait(req, 2, MPI_STATUSES_IGNORE, "timing the messages alone");
         }
         t = MPI_Wtime() - t0;
-        MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        deadline_allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "bench", "timing the messages alone");
         best = fmin(best, slowest);
     }
     free(a), free(b);
@@ -117,7 +126,7 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     so.causal = causal, so.context = &ctx;
     attn_mpi_options mo = attn_mpi_options_default();
     attn_mpi_stats stats;
-    mo.layout = layout, mo.attention = &so, mo.stats = &stats;
+    mo.layout = layout, mo.attention = &so, mo.stats = &stats, mo.timeout_s = deadline_timeout();
     double single = INFINITY, ring = INFINITY, wait = 0, compute_max = 0, compute_sum = 0, exposed = 0;
     int bad = 0;
     if (rank == 0) { /* one node alone, every core of it */
@@ -137,22 +146,25 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     quiet_barrier(); /* the other ranks sleep meanwhile */
     ctx.num_threads = per_rank;
     for (int r = 0; r < reps; r++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        deadline_barrier(MPI_COMM_WORLD, "bench", "starting a ring run");
         double t0 = MPI_Wtime(), t, slowest;
-        bad |= attn_mpi_sdpa(MPI_COMM_WORLD, &to, &tl, &tq, &tk, &tv, &mo, &err) != ATTN_OK;
+        attn_status st = attn_mpi_sdpa(MPI_COMM_WORLD, &to, &tl, &tq, &tk, &tv, &mo, &err);
+        if (st == ATTN_ERR_COMM) deadline_lost("%s", err.message); /* the ring is broken: no rank can agree on more */
+        bad |= st != ATTN_OK;
         t = MPI_Wtime() - t0;
-        MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        static const char TIMING[] = "gathering the ring's timings";
+        deadline_allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "bench", TIMING);
         if (slowest < ring) {
             ring = slowest;
-            MPI_Allreduce(&stats.wait_s, &wait, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            MPI_Allreduce(&stats.compute_s, &compute_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            MPI_Allreduce(&stats.compute_s, &compute_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            deadline_allreduce(&stats.wait_s, &wait, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "bench", TIMING);
+            deadline_allreduce(&stats.compute_s, &compute_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "bench", TIMING);
+            deadline_allreduce(&stats.compute_s, &compute_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, "bench", TIMING);
             /* the waiting a slower rank does not explain: messages that were not hidden */
             double mine = fmax(0, stats.wait_s - (compute_max - stats.compute_s));
-            MPI_Allreduce(&mine, &exposed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            deadline_allreduce(&mine, &exposed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "bench", TIMING);
         } else { /* every rank makes the same collective calls */
             double x;
-            for (int c = 0; c < 4; c++) MPI_Allreduce(&t, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            for (int c = 0; c < 4; c++) deadline_allreduce(&t, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "bench", TIMING);
         }
     }
     free(q), free(k), free(v), free(o), free(l);
@@ -164,7 +176,7 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     }
     double alone = messages_alone(2 * H * most * E * 4, size); /* one k/v shard per step */
     int any_bad = 0;
-    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    deadline_allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "bench", "agreeing on the runs' errors");
     if (rank == 0) {
         double pairs = causal ? (double)L * (double)(L + 1) / 2 : (double)L * (double)L, flops = 4.0 * (double)H * pairs * (double)E;
         double value[COLS - 2] = {flops / single / 1e9, flops / ring / 1e9, 100 * single / ring, 100 * wait / ring, 1e3 * alone,
@@ -183,7 +195,8 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
 
 /* What each option sets, for cli_check_repeats. */
 static const cli_setting BENCH_SETTINGS[] = {
-    {"--quick", NULL, false, 0}, {"--seq", NULL, true, 1}, {"--layout", NULL, true, 2}, {NULL, NULL, false, 0},
+    {"--quick", NULL, false, 0}, {"--seq", NULL, true, 1}, {"--layout", NULL, true, 2}, {"--timeout", NULL, true, 3},
+    {NULL, NULL, false, 0},
 };
 
 int mpi_bench(int argc, char **argv, int rank, int size) {
@@ -211,6 +224,11 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
             if (val && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
                 code = cli_bad_value("--layout", val, "is not zigzag or contiguous");
             else if (val) layout = strcmp(val, "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
+        } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
+            double t = 0;
+            if (val && !(cli_parse_double(val, &t) && t > 0 && t < ATTN_MPI_TIMEOUT_MAX))
+                code = cli_bad_value("--timeout", val, "is not a number of seconds above 0 and below %g", ATTN_MPI_TIMEOUT_MAX);
+            else if (val) deadline_set_timeout(t);
         } else {
             code = cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn-mpi bench --help)", argv[i]);
         }

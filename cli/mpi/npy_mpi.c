@@ -1,9 +1,15 @@
 /* npy_mpi.c -- .npy files read and written by all ranks at once with
  * MPI-IO: every rank parses the header (attn_npy_header) from the file's
  * first bytes, then reads only its own rows of the data (a subarray file
- * view and MPI_File_read_all); the output's header is written by rank 0
- * and every rank's rows land in place with MPI_File_write_all. */
+ * view and MPI_File_iread_all); the output's header is written by rank 0
+ * and every rank's rows land in place with MPI_File_iwrite_all.
+ *
+ * Each collective has the command's deadline (deadline.h): the reads and
+ * writes in their nonblocking forms, polled; open, set_view, set_size and
+ * close, which have none, behind a barrier with the deadline and under the
+ * timer of deadline_enter. */
 #include "npy_mpi.h"
+#include "deadline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +47,20 @@ attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head,
     return st;
 }
 
+/* What a collective on f is doing, for the error when a rank does not
+ * answer: "opening -q q.npy (MPI_File_open)". */
+static const char *doing(char *what, size_t size, const char *verb, const char *name, const char *call) {
+    snprintf(what, size, "%s %s (%s)", verb, name, call);
+    return what;
+}
+
 int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
-    f->path = path, f->name = name ? name : path;
+    f->path = path, f->name = name ? name : path, f->comm = comm;
+    char what[4300];
+    deadline_enter(comm, "open", doing(what, sizeof what, "opening", f->name, "MPI_File_open"));
     int rc = MPI_File_open(comm, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &f->fh);
+    deadline_leave();
     if (rc != MPI_SUCCESS) {
         f->fh = MPI_FILE_NULL;
         mpi_text(msg, n, "cannot open", path, rc);
@@ -58,8 +74,13 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
     int got = 0;
     MPI_Status status;
     if (!head) return snprintf(msg, n, "out of memory"), 1;
-    rc = MPI_File_read_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &status);
-    MPI_Get_count(&status, MPI_BYTE, &got);
+    MPI_Request req;
+    deadline_fault("header");
+    rc = MPI_File_iread_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &req);
+    if (rc == MPI_SUCCESS) {
+        deadline_wait(&req, 1, &status, doing(what, sizeof what, "reading the header of", f->name, "MPI_File_iread_at_all"));
+        MPI_Get_count(&status, MPI_BYTE, &got);
+    }
     attn_error err;
     int bad = rc != MPI_SUCCESS || npy_mpi_header(&f->info, &f->swap, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
     free(head);
@@ -69,7 +90,11 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
 }
 
 void npy_mpi_close(npy_mpi *f) {
-    if (f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
+    if (f->fh == MPI_FILE_NULL) return;
+    char what[4300];
+    deadline_enter(f->comm, "close", doing(what, sizeof what, "closing", f->name, "MPI_File_close"));
+    MPI_File_close(&f->fh);
+    deadline_leave();
 }
 
 /* Whether a part of this shape is more elements than MPI-IO counts (an
@@ -117,9 +142,14 @@ static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64
     if (!bad && !buf) bad = 1, snprintf(msg, n, "out of memory");
     int rc = MPI_SUCCESS;
     if (!bad) {
-        MPI_Status status;
+        char what[4300];
+        MPI_Request req;
+        deadline_enter(f->comm, "view", doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_set_view"));
         rc = MPI_File_set_view(f->fh, (MPI_Offset)h->data_offset, elem, type, "native", MPI_INFO_NULL);
-        if (rc == MPI_SUCCESS) rc = MPI_File_read_all(f->fh, buf, (int)count, elem, &status);
+        deadline_leave();
+        if (rc == MPI_SUCCESS) deadline_fault("read"), rc = MPI_File_iread_all(f->fh, buf, (int)count, elem, &req);
+        if (rc == MPI_SUCCESS)
+            deadline_wait(&req, 1, MPI_STATUSES_IGNORE, doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_iread_all"));
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot read", f->path, rc);
     }
     for (int64_t i = 0; !bad && f->swap && es > 1 && i < count; i++) /* big-endian: into the host's order */
@@ -193,10 +223,15 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     if (attn_npy_format_header(head, sizeof head, &head_len, local->dtype, local->rank, whole_shape, &err))
         return snprintf(msg, n, "%s: %s", path, err.message), 1;
     MPI_File fh;
+    char what[4300];
+    deadline_enter(comm, "create", doing(what, sizeof what, "creating", path, "MPI_File_open"));
     int rc = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    deadline_leave();
     if (rc != MPI_SUCCESS) return mpi_text(msg, n, "cannot create", path, rc), 1;
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    deadline_enter(comm, "size", doing(what, sizeof what, "emptying", path, "MPI_File_set_size"));
     MPI_File_set_size(fh, 0);
+    deadline_leave();
     MPI_Status status;
     if (rank == 0) rc = MPI_File_write_at(fh, 0, head, (int)head_len, MPI_BYTE, &status);
     /* said after the collective writes below, which every rank must make */
@@ -219,14 +254,24 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
         block.data = malloc((size_t)attn_tensor_numel(&block) * es + 1);
         attn_mpi_shard one = {1, {0, 0}, {sh->length[i], 0}, sh->length[i]};
         bad = !block.data || attn_mpi_unshard_rows(&block, &view, dim, &one, NULL) != ATTN_OK;
-        if (!bad) rc = MPI_File_set_view(fh, (MPI_Offset)head_len, elem, type, "native", MPI_INFO_NULL);
-        if (!bad && rc == MPI_SUCCESS) rc = MPI_File_write_all(fh, block.data, (int)attn_tensor_numel(&block), elem, &status);
+        if (!bad) {
+            deadline_enter(comm, "wview", doing(what, sizeof what, "writing the rows of", path, "MPI_File_set_view"));
+            rc = MPI_File_set_view(fh, (MPI_Offset)head_len, elem, type, "native", MPI_INFO_NULL);
+            deadline_leave();
+        }
+        MPI_Request req;
+        if (!bad && rc == MPI_SUCCESS)
+            deadline_fault("write"), rc = MPI_File_iwrite_all(fh, block.data, (int)attn_tensor_numel(&block), elem, &req);
+        if (!bad && rc == MPI_SUCCESS)
+            deadline_wait(&req, 1, MPI_STATUSES_IGNORE, doing(what, sizeof what, "writing the rows of", path, "MPI_File_iwrite_all"));
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot write", path, rc);
         free(block.data);
         MPI_Type_free(&type);
     }
     MPI_Type_free(&elem);
+    deadline_enter(comm, "wclose", doing(what, sizeof what, "closing", path, "MPI_File_close"));
     rc = MPI_File_close(&fh);
+    deadline_leave();
     if (!bad && head_rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot write", path, head_rc);
     if (!bad && rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot close", path, rc);
     return bad;

@@ -10,6 +10,7 @@
 
 typedef struct npy_mpi {
     MPI_File fh;
+    MPI_Comm comm; /* the ranks that opened it, and close it */
     const char *path;
     const char *name; /* the file in messages about its contents: "-q q.npy", as attn sdpa says it */
     attn_npy_info info;
@@ -28,7 +29,8 @@ attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head,
 int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, char *msg, size_t n);
 void npy_mpi_close(npy_mpi *f);
 /* Read this rank's rows (the shard sh along dimension dim) into a new
- * C-contiguous *out, or the whole array when sh is NULL. Collective. */
+ * C-contiguous *out, or the whole array when sh is NULL. Collective.
+ * Every collective here has the command's deadline (deadline.h). */
 int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh, char *msg, size_t n);
 /* Write local, this rank's rows (the shard sh along dim) of an array of
  * whole_shape, into a new .npy file at path. Collective. */
