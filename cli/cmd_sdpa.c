@@ -563,15 +563,15 @@ static int run_grouped(input *in, cli_output *outs, attn_sdpa_options *opts, att
     return code;
 }
 
-static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype kv_store, bool alibi) {
+/* run, with `slopes` (CLI_ALIBI_MAX doubles) for --alibi's slopes, or NULL. */
+static int run_with(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype kv_store, double *slopes) {
     int code;
     for (int i = 0; i < N_INPUTS; i++)
         if (in[i].path && (code = cli_read_npy(&in[i].t, in[i].flag, in[i].path))) return code;
     if ((code = check_dtypes(in, 5))) return code;
     /* ALiBi: the paper's slopes for q's heads, or the caller's (any float dtype). */
-    double slopes[CLI_ALIBI_MAX];
     attn_tensor slope_t;
-    if (alibi) {
+    if (slopes) {
         /* packed ragged q is (total, Hq, E) */
         int64_t heads = cu_path[0] ? (in[0].t.rank == 3 ? in[0].t.shape[1] : 1)
                         : in[0].t.rank >= 3 ? in[0].t.shape[in[0].t.rank - 3] : 1;
@@ -638,6 +638,16 @@ static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype 
     free(out.data);
     free(weights.data);
     free(lse.data);
+    return code;
+}
+
+/* The slopes of --alibi (32 KiB at most) on the heap: the command runs
+ * within a 128 KiB stack (attn.h's bound for the library's part of it). */
+static int run(input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype kv_store, bool alibi) {
+    double *slopes = alibi ? malloc(CLI_ALIBI_MAX * sizeof *slopes) : NULL;
+    if (alibi && !slopes) return cli_error(EXIT_DATA, "out of memory for the ALiBi slopes");
+    int code = run_with(in, outs, opts, kv_store, slopes);
+    free(slopes);
     return code;
 }
 

@@ -41,21 +41,32 @@
  *     thread-local state (a libattn.so linked at a program's start takes
  *     none of the loader's static TLS reserve, which a later dlopen of
  *     another library may need).
- *   - Stack: no call takes more than ATTN_STACK_BOUND bytes (48 KiB) of
+ *   - Stack: no call takes more than ATTN_STACK_BOUND bytes (20 KiB) of
  *     its calling thread's stack, the work it hands the pool included (a
  *     call on one thread does all of it there; the caller runs its share
  *     of a threaded call too), nor more of a pool worker's. Scratch that
  *     grows with a call (its heads' problems, a training batch) is taken
- *     from the heap or the workspace once per call, never per item; keys
- *     quantized per channel are dequantized 16 keys by 128 channels at a
- *     time; no frame holds more than about 16 KiB, of fixed size (the
- *     AVX-512 decode kernels' weights for a block of quantized values). So
- *     a caller's thread with a small stack (a coroutine's, a
- *     pthread_attr_setstacksize of 64 KiB) can make any call and keep 16
- *     KiB for its own frames. The deepest chains, from gcc's -fstack-usage
- *     on x86-64 at -O2, run from attn_mha_cached to those decode kernels;
- *     tests/test_threads.c runs every public entry point on a 64 KiB stack
- *     and measures what it used (at most 27 KiB on 1 and 3 threads). Other
+ *     from the heap or the workspace once per call, never per item, and so
+ *     is the kernels' fixed scratch that a small stack has no room for:
+ *     the integer decode kernels' weights of a block of quantized values
+ *     and their query rows' tables (16 KiB of each worker's decode
+ *     scratch), the flash kernel's 16 keys by 128 channels of keys
+ *     quantized per channel (8 KiB of its workspace's row). No frame holds
+ *     more than about 13 KiB, of fixed size (attn_kernel_walk_run's;
+ *     in attention, 9 KiB: a row of a cache with the Hadamard rotation
+ *     quantized, in doubles). So a caller's thread with a small stack (a
+ *     coroutine's, a pthread_attr_setstacksize of 32 KiB) can make any
+ *     call and keep 12 KiB for its own frames. The frames are gcc's
+ *     -fstack-usage on x86-64 at -O2; the deepest chains run from
+ *     attn_mha_cached (the rows appended, quantized; then attention)
+ *     and attn_mha_backward through the layer's and attention's plans
+ *     (frames of 2 to 5 KiB: copies of the options and of the call's
+ *     slices) to the decode kernel's integer values and the backward
+ *     kernel. tests/test_threads.c runs every public entry point (and the
+ *     quantized values' three AVX-512 kernels) on a stack of
+ *     ATTN_STACK_BOUND above its own frames, a guard page right below, and
+ *     measures what each used: at most 16 KiB on 1 and 3 threads
+ *     (attn_mha_cached into a q4 cache, its values by VPDPBUSD). Other
  *     compilers and flags may differ by some KiB.
  *   - The caller owns all memory it passes in. Scratch memory a call needs is
  *     allocated and freed inside that call, or taken from a workspace the
@@ -253,7 +264,7 @@ ATTN_API attn_status attn_error_set(attn_error *err, attn_status status, const c
 
 /* The most bytes of its calling thread's stack any call takes (see
  * Conventions, "Stack"). */
-#define ATTN_STACK_BOUND (48 * 1024)
+#define ATTN_STACK_BOUND (20 * 1024)
 
 typedef enum attn_dtype {
     ATTN_F32 = 1,  /* float, IEEE-754 binary32 */
@@ -592,9 +603,10 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * the window. Attention
  * reads a group a block of rows at a time, dequantized into scratch of
  * the kernel that reads it (the decode kernel's workspace, which holds
- * them already; elsewhere 16 keys by up to 128 channels, 8 KiB, of the
- * reading thread's stack, within ATTN_STACK_BOUND, never the caller's
- * workspace), and the residual rows as f16 rows, in place: the result is
+ * them already; the flash kernel's, 16 keys by up to 128 channels, 8 KiB
+ * a worker, which every f32 call's workspace has; elsewhere a few rows of
+ * the reading thread's stack, within ATTN_STACK_BOUND), and the residual
+ * rows as f16 rows, in place: the result is
  * bitwise attention over f32 keys holding the dequantized values. The
  * gathers (attn_kv_cache_gather, attn_kv_pages_gather,
  * attn_kv_paged_gather) and a truncation that turns groups back into
@@ -2234,8 +2246,8 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache, const attn_tenso
  * which have no view, take what it gives with f16 k (B, Hk, length, E)
  * and v (B, Hk, length, Ev) (rank 3 or 2 as q's; NULL data) standing for
  * them, whatever desc.dtype and desc.residual are: their groups are
- * dequantized where that workspace already has room, or on the reading
- * thread's stack (see "Keys quantized per channel"). With desc.hadamard, q's turned copy
+ * dequantized where that workspace already has room (see "Keys quantized
+ * per channel"). With desc.hadamard, q's turned copy
  * comes first (see attn_kv_cache_desc). A smaller workspace is
  * ATTN_ERR_WORKSPACE, nothing written.
  * Errors: those of attn_sdpa (out or lse overlapping the cache's filled

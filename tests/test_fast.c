@@ -39,6 +39,11 @@
 #include "process.h"
 #include "rng.h"
 
+#if defined(ATTN_TEST_SIMDE) || defined(ATTN_HAVE_X86_KERNELS)
+/* The integer kernels' scratch (qdot.h: decode hands them its own). */
+static _Alignas(64) unsigned char qdot_scratch[ATTN_QDOT_SCRATCH];
+#endif
+
 /* Distance in units in the last place between two floats of the same sign. */
 static double ulps(float got, float want) {
     if (got == want) return 0;
@@ -2184,10 +2189,10 @@ static void test_qdot_simde(void) {
                 for (size_t iq = 0; iq < sizeof NQS / sizeof NQS[0]; iq++) {
                     int nq = NQS[iq];
                     float kmax[4];
-                    for (int k = 0; k < 2; k++) kmax[k] = em[k]->dot(s[k], N, &qq[k], ROWS - nq, nq, keys, ld, N, q4);
+                    for (int k = 0; k < 2; k++) kmax[k] = em[k]->dot(s[k], N, &qq[k], ROWS - nq, nq, keys, ld, N, q4, qdot_scratch);
                     for (int k = 0; k < 2; k++)
                         if (hw[k]) {
-                            kmax[2 + k] = hw[k]->dot(s[2 + k], N, &qq[k], ROWS - nq, nq, keys, ld, N, q4);
+                            kmax[2 + k] = hw[k]->dot(s[2 + k], N, &qq[k], ROWS - nq, nq, keys, ld, N, q4, qdot_scratch);
                             native_diff[k] += kmax[2 + k] != kmax[k] || memcmp(s[2 + k], s[k], sizeof(float) * (size_t)(nq * N));
                         }
                     pair_diff += kmax[0] != kmax[1] || memcmp(s[0], s[1], sizeof(float) * (size_t)(nq * N));
@@ -2202,7 +2207,7 @@ static void test_qdot_simde(void) {
                 for (int i = 0; i < ROWS * N; i++) p[i] = (float)uniform();
                 for (int i = 0; i < ROWS * MAXE; i++) o[0][i] = o[1][i] = normal();
                 for (int nq = 1; nq <= ROWS && hw[0]; nq += 3) {
-                    em[0]->axpy(o[0], p, N, nq, keys, ld, N, E, q4), hw[0]->axpy(o[1], p, N, nq, keys, ld, N, E, q4);
+                    em[0]->axpy(o[0], p, N, nq, keys, ld, N, E, q4, qdot_scratch), hw[0]->axpy(o[1], p, N, nq, keys, ld, N, E, q4, qdot_scratch);
                     axpy_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
                 }
                 /* bf16 pairs, from zero (so that the bound is of this call alone), every key count to N
@@ -2210,9 +2215,9 @@ static void test_qdot_simde(void) {
                 for (int nq = 1; nq <= ROWS; nq += 3)
                     for (int n = 1; n <= N; n += (n < 6 ? 1 : 9)) {
                         memset(o[0], 0, sizeof o[0]), memset(o[1], 0, sizeof o[1]);
-                        attn_qdot_avx512vnni_bf16_simde.axpy(o[0], p, N, nq, keys, ld, n, E, q4);
+                        attn_qdot_avx512vnni_bf16_simde.axpy(o[0], p, N, nq, keys, ld, n, E, q4, qdot_scratch);
                         if (hw_bf16) {
-                            hw_bf16->axpy(o[1], p, N, nq, keys, ld, n, E, q4);
+                            hw_bf16->axpy(o[1], p, N, nq, keys, ld, n, E, q4, qdot_scratch);
                             bf16_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
                         }
                         for (int i = 0; i < nq; i++)
@@ -2395,16 +2400,16 @@ static void test_qvalues_int8_simde(void) {
                 for (int nq = 1; nq <= ROWS; nq += 3)
                     for (int n = 1; n <= N; n += (n < 6 ? 1 : 5)) {
                         for (int i = 0; i < ROWS * MAXE; i++) o[0][i] = o[1][i] = o[2][i] = (float)normal();
-                        em->axpy(o[0], p, N, nq, keys, ld, n, E, q4);
+                        em->axpy(o[0], p, N, nq, keys, ld, n, E, q4, qdot_scratch);
                         qvalues_int8_reference(o[1], p, N, nq, keys, ld, n, E, q4);
                         ref_diff += memcmp(o[0], o[1], sizeof(float) * (size_t)(nq * E)) != 0;
                         if (hw) {
-                            hw->axpy(o[2], p, N, nq, keys, ld, n, E, q4);
+                            hw->axpy(o[2], p, N, nq, keys, ld, n, E, q4, qdot_scratch);
                             native_diff += memcmp(o[0], o[2], sizeof(float) * (size_t)(nq * E)) != 0;
                         }
                         /* the bound: from zero, against the f64 sum */
                         memset(o[0], 0, sizeof o[0]);
-                        em->axpy(o[0], p, N, nq, keys, ld, n, E, q4);
+                        em->axpy(o[0], p, N, nq, keys, ld, n, E, q4, qdot_scratch);
                         for (int i = 0; i < nq; i++)
                             for (int64_t c = 0; c < E; c++) {
                                 double want = 0;
@@ -2508,7 +2513,7 @@ static void groups_cases(const attn_qdot_groups *em, const attn_qdot_groups *hw,
                 for (size_t sp = 0; sp < sizeof SPANS / sizeof SPANS[0]; sp++) {
                     int nq = NQS[iq];
                     int64_t t0 = SPANS[sp][0], n = SPANS[sp][1];
-                    float k0 = em->dot(s[0], LDS, q, nq, groups, stride, E, t0, n, q2);
+                    float k0 = em->dot(s[0], LDS, q, nq, groups, stride, E, t0, n, q2, qdot_scratch);
                     for (int i = 0; i < nq; i++)
                         for (int64_t j = 0; j < n; j++) {
                             int64_t t = t0 + j;
@@ -2516,7 +2521,7 @@ static void groups_cases(const attn_qdot_groups *em, const attn_qdot_groups *hw,
                             ref_diff += memcmp(&want, &s[0][i * LDS + j], sizeof want) != 0;
                         }
                     if (hw) {
-                        float k1 = hw->dot(s[1], LDS, q, nq, groups, stride, E, t0, n, q2);
+                        float k1 = hw->dot(s[1], LDS, q, nq, groups, stride, E, t0, n, q2, qdot_scratch);
                         for (int i = 0; i < nq; i++)
                             native_diff += k0 != k1 || memcmp(s[0] + i * LDS, s[1] + i * LDS, sizeof(float) * (size_t)n);
                     }

@@ -8,8 +8,8 @@
  * inside a pool job, a fork while the callers run, a caller cancelled
  * (pthread_cancel) inside a threaded call, the workers a small job on a
  * wide pool wakes, the threads a plan's first run starts, and every entry
- * point on a caller's thread with a 64 KiB stack (within attn.h's
- * ATTN_STACK_BOUND). Every result must be bitwise the one thread's
+ * point on a caller's thread whose stack is attn.h's ATTN_STACK_BOUND
+ * above the thread's own frames, a guard page below. Every result must be bitwise the one thread's
  * result: each entry point first on 1, 2 and 3 threads, then
  * concurrently. Built under
  * ThreadSanitizer too (build/tsan/test_threads), which reports any race on
@@ -751,14 +751,18 @@ static void test_default_threads_follow_affinity(void) {
  *
  * attn.h ("Stack") bounds what a call takes of its caller's stack, the
  * pool's workers' items included (on one thread they run on the caller's).
- * Each entry point runs on a thread of its own with a 64 KiB stack (or
- * PTHREAD_STACK_MIN, if larger) that this test maps, a guard page below it
- * (an overflow is a crash, not a neighbour's memory written) and every byte
- * painted, on 1 and 3 threads: the results must be the bits of the big
- * stack's, and the bytes it wrote below the thread's own start (a call
- * that does nothing, measured the same way) at most the header's bound.
- * Sanitizers' frames are larger than the library's, so there the stack is
- * 1 MiB and only the results are checked. */
+ * Each entry point runs on a thread of its own whose stack this test maps:
+ * ATTN_STACK_BOUND bytes above the thread's own start (a call that does
+ * nothing, measured on a 64 KiB stack), every byte painted, a guard page
+ * right below it, on 1 and 3 threads. A call that takes more than the
+ * bound writes into the guard page: the test says which call and exits
+ * with status 1 (a handler on a stack of its own). Else its results must
+ * be the bits of the big stack's, and the bytes it wrote below the
+ * thread's own start at most the bound. The quantized values' three
+ * kernels of the AVX-512 sets (ATTN_QDOT=f32_values, bf16_values,
+ * int8_values, read once a process) run it again, each in a process of
+ * its own. Sanitizers' frames are larger than the library's, so there the
+ * stack is 1 MiB and only the results are checked. */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define STACK_SANITIZED 1
@@ -771,7 +775,7 @@ static void test_default_threads_follow_affinity(void) {
 #define STACK_SANITIZED 0
 #endif
 
-enum { SMALL_STACK = 64 << 10, PAINT = 0xa5 };
+enum { SMALL_STACK = 64 << 10, PAINT = 0xa5, ALT_STACK = 64 << 10 };
 
 /* f64 attention (the exact kernel), causal: q (2, 3, 40, 24), k and v of 70
  * keys; out into out's bytes. */
@@ -816,11 +820,47 @@ typedef struct small_call {
     float *out;
     attn_status st;
     attn_error err;
+    void *alt; /* ALT_STACK bytes for the guard page's handler, or NULL */
 } small_call;
+
+/* The call on the small stack now, for the guard page's handler. */
+static const char *volatile small_name;
+
+static void write_text(const char *t) {
+    for (size_t n = strlen(t); n > 0;) {
+        ssize_t w = write(STDOUT_FILENO, t, n);
+        if (w <= 0) return;
+        t += w, n -= (size_t)w;
+    }
+}
+
+/* SIGSEGV on the small thread: the call ran into the guard page. */
+static void stack_overflowed(int sig) {
+    (void)sig;
+    write_text("FAIL ");
+    write_text(small_name ? small_name : "small_stack");
+    write_text(": the call ran past attn.h's ATTN_STACK_BOUND into the guard page below its stack\n");
+    _exit(1);
+}
 
 static void *small_main(void *arg) {
     small_call *c = arg;
+    /* the handler's own stack, the caller's memory (a first malloc on this
+     * thread would count its arena's setup as the thread's own frames) */
+    bool handled = false;
+    if (c->alt) {
+        stack_t ss = {.ss_sp = c->alt, .ss_size = ALT_STACK, .ss_flags = 0};
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = stack_overflowed, sa.sa_flags = SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        handled = !sigaltstack(&ss, NULL) && !sigaction(SIGSEGV, &sa, NULL);
+    }
     if (c->j) c->st = c->j->run(c->j, c->threads, c->out, &c->err);
+    if (handled) {
+        stack_t off = {.ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE};
+        signal(SIGSEGV, SIG_DFL), sigaltstack(&off, NULL);
+    }
     return NULL;
 }
 
@@ -834,6 +874,7 @@ static long run_on_small_stack(small_call *c, size_t size) {
     mprotect(map, (size_t)page, PROT_NONE);
     char *stack = map + page;
     memset(stack, PAINT, size);
+    c->alt = STACK_SANITIZED ? NULL : malloc(ALT_STACK);
     pthread_attr_t attr;
     pthread_t t;
     long used = -1;
@@ -846,7 +887,31 @@ static long run_on_small_stack(small_call *c, size_t size) {
     }
     pthread_attr_destroy(&attr);
     munmap(map, size + (size_t)page);
+    free(c->alt), c->alt = NULL;
     return used;
+}
+
+/* The quantized values' kernels by name (ATTN_QDOT), each a run of
+ * test_small_stack in a process of its own (this program again, told by
+ * ATTN_TEST_SMALL_STACK_ONLY); 0 where this one is such a run. */
+static void test_small_stack_value_kernels(void) {
+    static const char *const sets[] = {"f32_values", "bf16_values", "int8_values"};
+    if (getenv("ATTN_TEST_SMALL_STACK_ONLY")) return;
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "small_stack_ATTN_QDOT_%s", sets[i]);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("ATTN_QDOT", sets[i], 1), setenv("ATTN_TEST_SMALL_STACK_ONLY", "1", 1);
+            execl("/proc/self/exe", "test_threads", (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        bool ran = pid > 0 && waitpid(pid, &status, 0) == pid;
+        check(ran && WIFEXITED(status) && WEXITSTATUS(status) == 0, name, "its run %s %d", ran && WIFEXITED(status) ? "exited with" : "died of signal",
+              ran && WIFEXITED(status) ? WEXITSTATUS(status) : ran ? WTERMSIG(status) : -1);
+    }
 }
 
 static void test_small_stack(void) {
@@ -861,6 +926,14 @@ static void test_small_stack(void) {
         check(0, "small_stack_thread", "cannot start a thread on a mapped stack of %zu bytes", size);
         return;
     }
+    /* The calls' stack: the bound above those frames (in 64-byte steps, the
+     * thread's own block's alignment), the guard page right below. */
+    if (!STACK_SANITIZED) size = ((size_t)base + ATTN_STACK_BOUND + 63) / 64 * 64;
+    if (size < (size_t)PTHREAD_STACK_MIN) {
+        skip("small_stack_guard", "PTHREAD_STACK_MIN (%zu) is more than the bound's stack (%zu)", (size_t)PTHREAD_STACK_MIN, size);
+        size = PTHREAD_STACK_MIN;
+    }
+    const char *qdot = getenv("ATTN_TEST_SMALL_STACK_ONLY") ? getenv("ATTN_QDOT") : NULL;
     /* The extra entry points, besides the other tests' jobs: f64
      * attention, a head trained, and flash over grouped keys. */
     static job more[3];
@@ -895,10 +968,10 @@ static void test_small_stack(void) {
         more[2].n_out = floats(&more[2].t[0]);
         if (!more[2].shared) more[2].run = NULL, check(0, "small_stack_q4c_cache", "the cache could not be made");
     }
-    for (int i = 0; i < 3; i++) {
-        job *j = &more[i];
+    for (int i = 0; i < N_JOBS + 3; i++) { /* one thread's results (the other jobs': test_thread_counts', but in a run of this alone) */
+        job *j = i < N_JOBS ? &jobs[i] : &more[i - N_JOBS];
         attn_error err = {0};
-        if (!j->run) continue;
+        if (!j->run || j->want) continue;
         j->want = malloc(sizeof(float) * j->n_out);
         if (j->run(j, 1, j->want, &err)) {
             check(0, j->name, "%s", err.message);
@@ -910,11 +983,14 @@ static void test_small_stack(void) {
         if (!j->run || !j->want) continue;
         float *out = malloc(sizeof(float) * j->n_out);
         for (int threads = 1; threads <= 3; threads += 2) {
-            small_call c = {j, threads, out, ATTN_OK, {0}};
+            small_call c = {j, threads, out, ATTN_OK, {0}, NULL};
             memset(out, 0xff, sizeof(float) * j->n_out);
-            long used = run_on_small_stack(&c, size);
             char name[128];
-            snprintf(name, sizeof name, "%s_on_a_%zu_KiB_stack_threads_%d", j->name, size >> 10, threads);
+            snprintf(name, sizeof name, "%s%s%s_on_a_small_stack_threads_%d", qdot ? qdot : "", qdot ? "_" : "", j->name,
+                     threads);
+            small_name = name;
+            long used = run_on_small_stack(&c, size);
+            small_name = NULL;
             if (used < 0) {
                 check(0, name, "cannot start a thread on a mapped stack of %zu bytes", size);
                 continue;
@@ -929,12 +1005,13 @@ static void test_small_stack(void) {
             else
                 check(mine <= ATTN_STACK_BOUND, name, "it took %ld bytes of its caller's stack; attn.h says at most %d",
                       mine, ATTN_STACK_BOUND);
-            if (!STACK_SANITIZED && threads == 1) printf("   %s: %ld bytes of stack\n", j->name, mine);
+            if (!STACK_SANITIZED && threads == 1) printf("   %s%s%s: %ld bytes of stack\n", qdot ? qdot : "", qdot ? " " : "", j->name, mine);
         }
         free(out);
     }
     for (int i = 0; i < 3; i++) free(more[i].want), free(more[0].t[i].data);
     free(grouped_memory), free(more[2].t[0].data);
+    test_small_stack_value_kernels();
 }
 
 /* ---- attn_set_verbose while the first call reads ATTN_VERBOSE ----------- */
@@ -1060,12 +1137,19 @@ static void test_one_plan_two_threads_refused(void) {
 
 int main(void) {
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
-    test_set_verbose_during_first_read(); /* first: children that have read no verbose setting */
-    test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
+    if (!getenv("ATTN_TEST_SMALL_STACK_ONLY")) {
+        test_set_verbose_during_first_read(); /* first: children that have read no verbose setting */
+        test_default_threads_follow_affinity(); /* first: a child that has counted no CPU yet */
+    }
     make_jobs();
     for (int i = 0; i < N_JOBS; i++)
         if (jobs[i].run == run_cache || jobs[i].run == run_pages)
             if (!jobs[i].shared) printf("FAIL %s_setup: the cache could not be made\n", jobs[i].name), jobs[i].run = NULL, n_failed++;
+    if (getenv("ATTN_TEST_SMALL_STACK_ONLY")) { /* test_small_stack_value_kernels' run: nothing else */
+        test_small_stack();
+        printf("%d failed\n", n_failed);
+        return n_failed != 0;
+    }
     test_thread_counts();
     test_concurrent_callers();
     test_nested_call();

@@ -365,8 +365,7 @@ static int64_t offset_of(const attn_tensor *t, int64_t r, int64_t c) {
     return off;
 }
 
-/* A row of up to this many values is taken through a buffer on the stack;
- * longer rows in pieces of it (a multiple of the block). */
+/* The longest row the rotation turns (attn_copy_kv_rows' rotate). */
 enum { PIECE = 1024 };
 
 /* The bytes of a row before its value c0 (c0 a multiple of the block). */
@@ -393,19 +392,62 @@ attn_status attn_check_head_scales(const float *k_scale, const float *v_scale, i
 
 void attn_copy_rows(attn_tensor *dst, const attn_tensor *src) { attn_copy_kv_rows(dst, src, NULL, 1, false); }
 
-void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads, bool rotate) {
-    bool qs = attn_dtype_quantized(src->dtype), qd = attn_dtype_quantized(dst->dtype);
-    if (!qs && !qd) {
-        attn_tensor_convert(dst, src, NULL);
+/* Rows are read and written through a buffer of this many values on the
+ * stack (a multiple of every format's block): 1 KiB, where a whole row of
+ * PIECE values was 4 KiB. */
+enum { SMALL_PIECE = 256 };
+
+/* Writes the k values x (values c0 .. of a row) into the row at out of
+ * dst's dtype (ds bytes a value, dcs the stride of a value, qd: quantized). */
+static void put_piece(char *out, const float *x, int64_t c0, int64_t k, attn_dtype dtype, bool qd, int64_t ds,
+                      int64_t dcs) {
+    if (qd) {
+        attn_quant_row(out + bytes_before(dtype, c0), x, k, dtype);
         return;
     }
+    if (dcs == 1 && dtype == ATTN_F32) {
+        memcpy(out + c0 * ds, x, sizeof(float) * (size_t)k);
+        return;
+    }
+    if (dcs == 1 && attn_dtype_half(dtype)) {
+        attn_f32_to_half_row(out + c0 * ds, x, k, dtype == ATTN_F16);
+        return;
+    }
+    for (int64_t c = 0; c < k; c++) {
+        char *e = out + (c0 + c) * dcs * ds;
+        switch (dtype) {
+        case ATTN_F64: { double y = x[c]; memcpy(e, &y, 8); break; }
+        case ATTN_F32: memcpy(e, &x[c], 4); break;
+        case ATTN_F16: { uint16_t h = attn_f32_to_f16(x[c]); memcpy(e, &h, 2); break; }
+        default: { uint16_t h = attn_f32_to_bf16(x[c]); memcpy(e, &h, 2); break; }
+        }
+    }
+}
+
+/* attn_copy_kv_rows where a side is quantized, in a frame of its own
+ * (9 KiB: the rotation's row of doubles and a piece of floats), which
+ * attn_tensor_convert's (4 KiB, the other case's) never sits beside. */
+static ATTN_NOINLINE void copy_quant_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads,
+                                          bool rotate, bool qs, bool qd);
+
+void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads, bool rotate) {
+    bool qs = attn_dtype_quantized(src->dtype), qd = attn_dtype_quantized(dst->dtype);
+    if (!qs && !qd) attn_tensor_convert(dst, src, NULL);
+    else copy_quant_rows(dst, src, scale, heads, rotate, qs, qd);
+}
+
+static void copy_quant_rows(attn_tensor *dst, const attn_tensor *src, const float *scale, int64_t heads, bool rotate,
+                            bool qs, bool qd) {
     int64_t n = src->shape[src->rank - 1], rows = attn_tensor_numel(src);
     if (n == 0 || rows == 0) return;
     rows /= n;
     /* row r's head: the rows are (..., heads, positions, n) in C order */
     int64_t per_head = src->rank >= 2 && src->shape[src->rank - 2] > 0 ? src->shape[src->rank - 2] : 1;
-    float buf[PIECE];
-    double work[PIECE]; /* the rotation's (a row of at most PIECE values: the caches check) */
+    float buf[SMALL_PIECE];
+    /* The rotation's row (at most PIECE values: the caches check), turned
+     * in doubles and rounded once: attn_hadamard_f32's arithmetic, its
+     * floats a piece at a time through buf. */
+    double work[PIECE];
     rotate = rotate && qs != qd && n <= PIECE;
     int64_t ss = (int64_t)attn_dtype_size(src->dtype), ds = (int64_t)attn_dtype_size(dst->dtype);
     int64_t scs = src->strides[src->rank - 1], dcs = dst->strides[dst->rank - 1];
@@ -417,44 +459,37 @@ void attn_copy_kv_rows(attn_tensor *dst, const attn_tensor *src, const float *sc
             continue;
         }
         float s = scale ? scale[r / per_head % heads] : 1.0f;
-        for (int64_t c0 = 0; c0 < n; c0 += PIECE) {
-            int64_t k = n - c0 < PIECE ? n - c0 : PIECE;
+        attn_mat m = {(char *)in, src->dtype, 1, n, 0, scs};
+        for (int64_t c0 = 0; c0 < n; c0 += SMALL_PIECE) {
+            int64_t k = n - c0 < SMALL_PIECE ? n - c0 : SMALL_PIECE;
             const float *x = buf; /* the piece's values as f32 */
             if (qs) {
                 attn_dequant_row(buf, in + bytes_before(src->dtype, c0), k, src->dtype);
                 if (scale) /* code · s, one f32 rounding */
                     for (int64_t c = 0; c < k; c++) buf[c] *= s;
-                if (rotate) attn_hadamard_f32(buf, n, work); /* turned back: H is its own inverse */
             } else {
                 /* An append of f32 rows is read in place; other rows into buf. */
-                attn_mat m = {(char *)in, src->dtype, 1, n, 0, scs};
                 if (src->dtype == ATTN_F32 && scs == 1 && !rotate && !scale) x = (const float *)(const void *)in + c0;
                 else attn_mat_piece_f32(buf, &m, 0, c0, k);
-                if (rotate) attn_hadamard_f32(buf, n, work); /* H x, rounded once, then scaled and quantized */
-                if (scale) /* x / s, one f32 rounding, then quantized */
-                    for (int64_t c = 0; c < k; c++) buf[c] /= s;
             }
-            if (qd) {
-                attn_quant_row(out + bytes_before(dst->dtype, c0), x, k, dst->dtype);
+            if (rotate) { /* the whole row first */
+                for (int64_t c = 0; c < k; c++) work[c0 + c] = buf[c];
                 continue;
             }
-            if (dcs == 1 && dst->dtype == ATTN_F32) {
-                memcpy(out + c0 * ds, x, sizeof(float) * (size_t)k);
-                continue;
-            }
-            if (dcs == 1 && attn_dtype_half(dst->dtype)) {
-                attn_f32_to_half_row(out + c0 * ds, x, k, dst->dtype == ATTN_F16);
-                continue;
-            }
-            for (int64_t c = 0; c < k; c++) {
-                char *e = out + (c0 + c) * dcs * ds;
-                switch (dst->dtype) {
-                case ATTN_F64: { double y = x[c]; memcpy(e, &y, 8); break; }
-                case ATTN_F32: memcpy(e, &x[c], 4); break;
-                case ATTN_F16: { uint16_t h = attn_f32_to_f16(x[c]); memcpy(e, &h, 2); break; }
-                default: { uint16_t h = attn_f32_to_bf16(x[c]); memcpy(e, &h, 2); break; }
-                }
-            }
+            if (!qs && scale) /* x / s, one f32 rounding, then quantized */
+                for (int64_t c = 0; c < k; c++) buf[c] /= s;
+            put_piece(out, x, c0, k, dst->dtype, qd, ds, dcs);
+        }
+        if (!rotate) continue;
+        /* quantizing: H x, rounded once, then scaled and quantized; else
+         * turned back (H is its own inverse) after the scale */
+        attn_hadamard_f64(work, n);
+        for (int64_t c0 = 0; c0 < n; c0 += SMALL_PIECE) {
+            int64_t k = n - c0 < SMALL_PIECE ? n - c0 : SMALL_PIECE;
+            for (int64_t c = 0; c < k; c++) buf[c] = (float)work[c0 + c];
+            if (!qs && scale)
+                for (int64_t c = 0; c < k; c++) buf[c] /= s;
+            put_piece(out, buf, c0, k, dst->dtype, qd, ds, dcs);
         }
     }
 }

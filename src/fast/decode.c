@@ -75,14 +75,17 @@ typedef struct decode_job {
     atomic_llong slot;    /* its slot of the pool: -1 before its first item, NO_SLOT where none was free */
     atomic_llong left;    /* its items not finished yet; the last one gives the slot back */
     float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
-                           * q quantized (R × E bytes, then R × E/32 scales and biases) */
+                           * q quantized (R × E bytes, then R × E/32 scales and biases),
+                           * the integer set's kernels' scratch, a list of rows' pointers */
     int64_t ws_floats;
+    int64_t qdot_floats;  /* those kernels' scratch (qdot.h's ATTN_QDOT_SCRATCH), or 0 */
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
     atomic_int *done;     /* per group: its chunks computed so far; the last one merges the group */
     atomic_uchar *redo;   /* per slice: its merge found an output not finite (the exact kernel redoes it) */
     attn_part_row *parts; /* per worker: the parts of a merge (the chunks, a sink), parts_each apart */
     attn_problem *problems; /* per worker: an item's heads' problems, heads_each apart (up to ITEM_HEADS, */
     int64_t heads_each;     /* 22 KiB: not on the worker's stack, which may be a caller's small one) */
+    struct partial *pts;  /* per worker: an item's groups' partials in the making, MAX_GROUPS apart (2 KiB) */
     int64_t parts_each;   /* the most chunks of any job of the batch, + 1 */
     const float *zero;    /* Ev zeros: a sink's part */
     atomic_int *pages_per_call; /* the most pages one list microkernel call read (verbose), shared by a batch's jobs */
@@ -127,13 +130,13 @@ static void rows_values(const decode_job *j, float *acc, const float *s, int64_t
  * rows are 16-bit the ISA streams, else widened a group of rows at a time.
  * Returns max |k| (-1: not finite). */
 static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                         const attn_mat *m, int64_t k, float *tmp) {
+                         const attn_mat *m, int64_t k, float *tmp, void *wts) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
     if (qq && (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4)) { /* the integer dot product kernel */
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, j->qk->dot(s + r0 * lds, lds, qq, (int)r0, row_block(j, r0), m->base, m->rs,
-                                                     k, m->dtype == ATTN_Q4));
+                                                     k, m->dtype == ATTN_Q4, wts));
         return kmax;
     }
     if (streams_16bit(uk, m)) {
@@ -204,6 +207,7 @@ enum { LIST_ROWS = 256, LIST_AHEAD_BYTES = 8192, LIST_AHEAD_MAX = 64 };
 /* A list of rows' pointers (chunk_scores, chunk_values): the scratch's
  * last floats, two a pointer. */
 enum { LIST_FLOATS = 2 * (LIST_ROWS + LIST_AHEAD_MAX) };
+_Static_assert(LIST_FLOATS % 16 == 0, "the value kernel's scratch before the list stays in whole cache lines");
 
 typedef struct prefetcher {
     const attn_rows *src;
@@ -257,11 +261,11 @@ static bool reads_groups(const decode_job *j, const attn_rows *src) {
  * row t of the groups at `groups` (stride bytes apart), read where they
  * lie. Returns a bound on |k| (-1: not finite). */
 static float group_scores(const decode_job *j, float *s, int64_t lds, const float *q, const void *groups,
-                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype) {
+                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype, void *wts) {
     float kmax = 0;
     for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
         kmax = attn_absmax_join(kmax, j->qk->groups->dot(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), groups,
-                                                         stride, j->E, t, n, dtype == ATTN_Q2C));
+                                                         stride, j->E, t, n, dtype == ATTN_Q2C, wts));
     return kmax;
 }
 
@@ -320,7 +324,8 @@ static void note_most(atomic_int *most, int n) {
  * them, others through span_scores (qq: the queries quantized for the
  * integer dot product kernel, or NULL). */
 static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, const void **list) {
+                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, void *wts,
+                          const void **list) {
     float kmax = 0;
     int most = 0;
     bool lists = lists_rows(j->uk, &p->k), groups = reads_groups(j, &p->k);
@@ -335,7 +340,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
                 const void *group = attn_grouped_at(&p->k, at, &t);
                 if (k > P - at % P) k = P - at % P;
                 if (k > p->k.full - at) k = p->k.full - at;
-                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype));
+                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype, wts));
                 c += k;
                 continue;
             }
@@ -354,7 +359,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
             int64_t k = attn_rows_span(&p->k, j0 + c, e - c, &m, tmp, GROUP * (j->E + j->Ev));
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
-            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp));
+            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp, wts));
             c += k;
         }
     }
@@ -363,9 +368,10 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
 }
 
 /* acc (R × Ev) += the weights s (R × lds) · the k values of one span m,
- * each value row read once for all rows. */
+ * each value row read once for all rows (the integer set's value kernel
+ * with its scratch wts). */
 static void span_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_mat *m, int64_t k,
-                        float *tmp) {
+                        float *tmp, void *wts) {
     const attn_ukernels *uk = j->uk;
     if (streams_16bit(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
@@ -376,7 +382,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     if (integer_values(j, m)) { /* the integer set's own, within f32's bound */
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             j->qk->axpy(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
-                        m->dtype == ATTN_Q4);
+                        m->dtype == ATTN_Q4, wts);
         return;
     }
     if (streams_quant(uk, m)) {
@@ -412,7 +418,7 @@ static int64_t value_group(const decode_job *j, const attn_mat *m) {
  * side into tmp, so that they are one group of one call, as in a
  * contiguous cache. */
 static void group_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
-                         int64_t at, int64_t n, float *tmp) {
+                         int64_t at, int64_t n, float *tmp, void *wts) {
     attn_mat a, b;
     attn_rows_span(src, at, 1, &a, NULL, 0); /* values: never grouped */
     size_t bytes = attn_quant_row_size(a.dtype, a.cols);
@@ -422,7 +428,7 @@ static void group_across(const decode_job *j, float *acc, const float *s, int64_
         for (int64_t r = 0; r < k; r++, i++) memcpy(rows + i * bytes, b.base + r * b.rs * attn_stride_unit(b.dtype), bytes);
     }
     a.base = rows, a.rs = (int64_t)bytes, a.rows = n;
-    span_values(j, acc, s, lds, &a, n, NULL);
+    span_values(j, acc, s, lds, &a, n, NULL, wts);
 }
 
 /* acc += the weights · the chunk's `last` values from j0, segment by
@@ -432,7 +438,7 @@ static void group_across(const decode_job *j, float *acc, const float *s, int64_
  * bits, as one contiguous span. (Chunks start on multiples of 16
  * positions, of every value_group.) */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
-                         int64_t j0, int64_t last, float *tmp, const void **list) {
+                         int64_t j0, int64_t last, float *tmp, void *wts, const void **list) {
     bool lists = lists_rows(j->uk, &p->v);
     prefetcher f = prefetch_start(&p->v, j0, last);
     int64_t ahead = lists ? list_ahead(&p->v) : 0;
@@ -453,14 +459,14 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
             int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m, NULL, 0), vg = value_group(j, &m);
             if (vg > 1 && k % vg && c + k < last) { /* the span ends inside a group */
                 int64_t whole = k - k % vg, n = last - c - whole < vg ? last - c - whole : vg;
-                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp);
-                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp);
+                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp, wts);
+                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp, wts);
                 c += whole + n;
                 continue;
             }
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
-            else span_values(j, acc, s + c, lds, &m, k, tmp);
+            else span_values(j, acc, s + c, lds, &m, k, tmp, wts);
             c += k;
         }
     }
@@ -533,10 +539,10 @@ static bool partial_begin(const decode_job *j, partial *pt, float *partials, int
 /* The scores of the partial's keys j0 + c .. j0 + c + k - 1 (kmax: their
  * max |k|, joined). */
 static void partial_scores(const decode_job *j, partial *pt, int64_t j0, int64_t c, int64_t k, float *tmp,
-                           const void **list) {
+                           void *wts, const void **list) {
     int64_t lds = attn_round_up(j->chunk, ATTN_VL_MAX);
     if (pt->kmax >= 0)
-        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, list));
+        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, wts, list));
 }
 
 /* The scores' masks, variants and softmax: s becomes the weights, m and l
@@ -658,7 +664,8 @@ static void decode_partials(const decode_job *j, float *partials, int64_t g0, in
     float *scratch = j->scratch + worker * j->ws_floats, *sums = scratch + ng * (R * E + R * lds);
     float *tmp = sums + ng * R * j->Ev;
     const void **list = (const void **)(void *)(scratch + j->ws_floats - LIST_FLOATS); /* rows' pointers */
-    partial pt[MAX_GROUPS];
+    void *wts = j->qdot_floats ? scratch + j->ws_floats - LIST_FLOATS - j->qdot_floats : NULL; /* 64-byte aligned */
+    partial *pt = j->pts + worker * MAX_GROUPS;
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
         live[t] = partial_begin(j, &pt[t], partials, g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
@@ -678,13 +685,13 @@ static void decode_partials(const decode_job *j, float *partials, int64_t g0, in
         int64_t step = ng == 1 ? most : j->stretch;
         for (int64_t c = 0; c < most; c += step)
             for (int64_t t = 0; t < ng; t++)
-                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
+                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
         for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
         for (int64_t c = 0; c < most; c += step)
             for (int64_t t = 0; t < ng; t++)
                 if (live[t] && c < pt[t].last)
                     chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
-                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, list);
+                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
     }
     /* The partials' outputs, acc / l, for attn_merge_row. */
     for (int64_t t = 0; t < ng; t++)
@@ -1034,9 +1041,18 @@ static attn_status plan_job(decode_job *j, const attn_slices *sl, attn_error *er
         int64_t bytes = sl->ck.strides[3] * (int64_t)sizeof(float);
         j->stretch = 16384 / bytes < 16 ? 16 : 16384 / bytes > 64 ? 64 : 16384 / bytes / 2 * 2;
     }
+    /* The integer set's kernels' scratch (16 KiB, which were their stack
+     * frames: the value kernel's weights of a group of keys for q8 and q4
+     * values, the query rows' tables of q8 and q4 keys and of keys
+     * quantized per channel; the scores and the values never at once), in
+     * whole cache lines (the floats before it a multiple of 16, and
+     * LIST_FLOATS too). Whatever the dtypes, as the rest of the scratch:
+     * f16 k and v stand for keys quantized per channel in a workspace's
+     * size (attn_kv_cache_attend). */
+    j->qdot_floats = j->qk ? ATTN_QDOT_SCRATCH / (int64_t)sizeof(float) : 0;
     j->ws_floats = attn_round_up(j->ng * (j->R * j->E + j->R * attn_round_up(j->chunk, ATTN_VL_MAX) + j->R * j->Ev) +
                                      GROUP * (j->E + j->Ev) + j->R * j->E / 4 + 2 * j->R * (j->E / ATTN_QBLOCK + 1), 16) +
-                  LIST_FLOATS; /* last: a list of rows' pointers */
+                  j->qdot_floats + LIST_FLOATS; /* last: a list of rows' pointers */
     return ATTN_OK;
 }
 
@@ -1115,10 +1131,11 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     int64_t parts_each = attn_round_up(max_chunks + 1, 4);
     attn_part_row *parts = attn_arena_alloc(a, (size_t)parts_each * (size_t)(workers > 0 ? workers : 1), sizeof *parts);
     attn_problem *problems = attn_arena_alloc(a, (size_t)max_heads * (size_t)(workers > 0 ? workers : 1), sizeof *problems);
+    partial *pts = attn_arena_alloc(a, (size_t)MAX_GROUPS * (size_t)(workers > 0 ? workers : 1), sizeof *pts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
     atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
     if (a->measure) return ATTN_OK;
-    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !zero || !pages)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !pts || !zero || !pages)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
@@ -1128,7 +1145,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
     for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
-        jobs[c].problems = problems, jobs[c].heads_each = max_heads;
+        jobs[c].problems = problems, jobs[c].heads_each = max_heads, jobs[c].pts = pts;
         jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
         jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
         atomic_init(&jobs[c].slot, pool.shared ? -1 : c);

@@ -73,7 +73,10 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
  * -1 if one is not finite. attn_pack_rows_scaled: the same for rows of a
  * row source. attn_pack_transposed: kt (cols × ld) = rows j0..j0+n-1 of k
  * transposed, zero columns up to n_pad (a multiple of 16, <= ld). tmp holds
- * a row, for widening 16-bit floats. */
+ * a row, for widening 16-bit floats, and for keys quantized per channel (a
+ * grouped source) at least ATTN_PACK_GROUPED_TMP floats: 16 keys'
+ * dequantized slice of 128 channels, which would be 8 KiB of the stack. */
+enum { ATTN_PACK_GROUPED_TMP = 16 * 128 };
 struct attn_ukernels;
 float attn_pack_scaled(const struct attn_ukernels *uk, float *dst, int64_t ld, const attn_mat *m, int64_t r0,
                        int64_t n, int64_t n_pad, double scale, float *tmp);

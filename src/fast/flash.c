@@ -70,6 +70,7 @@ typedef struct flash_job {
     int64_t n_calls;
     int64_t br, bc;      /* the largest of the calls': what a workspace holds */
     int64_t E, Ev, Evp;  /* Evp: Ev rounded up to the vector length */
+    int64_t tmp_floats;  /* a workspace's tmp: E + Ev, at least ATTN_PACK_GROUPED_TMP */
     char *scratch;       /* one workspace per worker */
     size_t ws_bytes;
     atomic_llong fallbacks; /* items the exact kernel computed */
@@ -90,7 +91,7 @@ typedef struct workspace {
     float *s;  /* mr × bc: scores, then probabilities */
     float *o;  /* br × Evp, the output accumulator */
     float *m, *l;
-    float *tmp; /* one row, E + Ev floats, for widening 16-bit floats */
+    float *tmp; /* tmp_floats: one row, for widening 16-bit floats; 16 keys' slice of channels (attn_pack_transposed) */
     unsigned char *tile; /* br / MR: each tile's state, TILE_WAITING .. TILE_DONE */
     /* bf16 mode: the packed operands as bf16 pairs, and a zero row */
     uint32_t *q2, *kt2, *v2, *p2;
@@ -112,7 +113,7 @@ static int64_t kt_stride(const flash_job *j, int64_t bc) {
 
 static size_t workspace_floats(const flash_job *j) {
     size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j, j->bc) + j->bc * j->Evp + j->mr * j->bc +
-                          j->br * j->Evp + 2 * j->br + j->E + j->Ev + (j->br / j->mr + 3) / 4);
+                          j->br * j->Evp + 2 * j->br + j->tmp_floats + (j->br / j->mr + 3) / 4);
     size_t bf16 = (size_t)(j->br * j->E2 + j->E2 * kt_stride(j, j->bc) + j->bc / 2 * j->Evp +
                            j->mr * j->bc / 2 + kt_stride(j, j->bc));
     return f32 + (j->bk ? bf16 : 0);
@@ -128,10 +129,10 @@ static workspace workspace_of(const flash_job *j, int worker) {
     w.m = w.o + j->br * j->Evp;
     w.l = w.m + j->br;
     w.tmp = w.l + j->br;
-    w.tile = (unsigned char *)(void *)(w.tmp + j->E + j->Ev);
+    w.tile = (unsigned char *)(void *)(w.tmp + j->tmp_floats);
     w.q2 = w.kt2 = w.v2 = w.p2 = NULL, w.zero = NULL;
     if (j->bk) {
-        w.q2 = (uint32_t *)(void *)(w.tmp + j->E + j->Ev + (j->br / j->mr + 3) / 4);
+        w.q2 = (uint32_t *)(void *)(w.tmp + j->tmp_floats + (j->br / j->mr + 3) / 4);
         w.kt2 = w.q2 + j->br * j->E2;
         w.v2 = w.kt2 + j->E2 * kt_stride(j, j->bc);
         w.p2 = w.v2 + j->bc / 2 * j->Evp;
@@ -449,6 +450,9 @@ attn_status attn_flash_run_calls(const attn_slices *const *sls, int64_t n_calls,
     j.kg = j.bk ? j.nrv : j.vl;
     j.E2 = (j.E + 1) / 2;
     j.Evp = attn_round_up(j.Ev, j.vl);
+    /* tmp: a row, and 16 keys' slice of keys quantized per channel (for
+     * any keys: f16 k stands for those in a workspace's size) */
+    j.tmp_floats = j.E + j.Ev > ATTN_PACK_GROUPED_TMP ? j.E + j.Ev : ATTN_PACK_GROUPED_TMP;
     /* Every call's blocks, its items, and the largest blocks, which a
      * workspace must hold. */
     int64_t items = 0;

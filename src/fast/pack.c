@@ -146,16 +146,17 @@ static void transpose_spans(const attn_ukernels *uk, float *kt, int64_t ld, int6
 }
 
 /* Keys quantized per channel: each group's keys 16 at a time, dequantized
- * KT_SLICE channels at a time into this frame's 8 KiB and transposed by the
- * 16-key transpose, a slice of kt's rows each (the same floats as whole
- * rows: every value is its own code · d + m); the residual's f16 rows as
- * any source's. A whole span of the widest keys would be 32 KiB of stack,
- * more than a caller's small thread may have (noinline: the other keys'
- * frames stay small). */
+ * KT_SLICE channels at a time into tmp (ATTN_PACK_GROUPED_TMP floats, the
+ * caller's scratch: 8 KiB that a caller's small stack may not have) and
+ * transposed by the 16-key transpose, a slice of kt's rows each (the same
+ * floats as whole rows: every value is its own code · d + m); the
+ * residual's f16 rows as any source's, through tmp too (a slice is
+ * transposed before the residual is read). */
 enum { KT_SLICE = 128 };
-static ATTN_NOINLINE void transpose_grouped(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad,
-                                           const attn_rows *k, int64_t j0, int64_t n, float *tmp) {
-    float rows[16 * KT_SLICE];
+_Static_assert(16 * KT_SLICE <= ATTN_PACK_GROUPED_TMP, "16 keys' slice fits tmp");
+static void transpose_grouped(const attn_ukernels *uk, float *kt, int64_t ld, int64_t n_pad, const attn_rows *k,
+                              int64_t j0, int64_t n, float *tmp) {
+    float *rows = tmp;
     int64_t c = 0, E = k->cols;
     while (c < n) {
         /* at most to the next 16 keys' start, where the 16-key transposes

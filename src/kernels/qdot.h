@@ -51,12 +51,23 @@ typedef struct attn_qrows {
  * tests check it bit for bit against a C model of it). A position's score
  * does not depend on where a call starts or ends. Returns a bound on |k|
  * over the groups (max_c |m_c| + (2^b - 1) · max_c s_c), or -1 when a scale
- * or minimum is not finite. */
+ * or minimum is not finite. scratch: ATTN_QDOT_SCRATCH bytes, the query
+ * rows' tables. */
 typedef struct attn_qdot_groups {
     const char *name; /* ATTN_VERBOSE's key_dot= for these keys */
     float (*dot)(float *s, int64_t lds, const float *q, int nq, const void *groups, int64_t stride, int64_t E,
-                 int64_t t0, int64_t n, bool q2);
+                 int64_t t0, int64_t n, bool q2, void *scratch);
 } attn_qdot_groups;
+
+/* The bytes of scratch, aligned to 64, that an axpy of attn_qdot_kernels
+ * (its weights of a group of keys: the f32 kernel's 4096 floats, the bf16
+ * kernel's 2048 pairs, the integer kernel's group of 6 KiB and accumulators
+ * of 8 KiB), its dot (the query rows' tables, 5 KiB) and a dot of
+ * attn_qdot_groups (a pass's query rows and their tables, 8.5 KiB) take
+ * from their caller: decode's per-worker scratch,
+ * where these were the kernels' stack frames and a caller's small stack
+ * has no room for them (attn.h, "Stack"). */
+enum { ATTN_QDOT_SCRATCH = 16384 };
 
 typedef struct attn_qdot_kernels {
     const char *name; /* "int8_avx512vnni", "int8_avxvnni" or "int8_avx2" */
@@ -73,9 +84,10 @@ typedef struct attn_qdot_kernels {
      * A key's score is the same bits wherever it falls in a call, so any
      * split of the keys into calls (pages, chunks) gives the same scores.
      * Returns max |k| over the rows read (bounded by the scales: 128 · max
-     * |d_k| for q8, 8 · max |d_k| for q4), or -1 if a scale is not finite. */
+     * |d_k| for q8, 8 · max |d_k| for q4), or -1 if a scale is not finite.
+     * scratch: ATTN_QDOT_SCRATCH bytes, the query rows' tables. */
     float (*dot)(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld, int64_t n,
-                 bool q4);
+                 bool q4, void *scratch);
     /* acc[i * Ev ..] += Σ_j p[i * ldp + j] · v[j] for i < nq <= ATTN_DECODE_MAX_ROWS,
      * j < n, over quantized value rows (row stride ld bytes), accumulated
      * in f32. value_dot "f32_avx512": each weight times the block scales
@@ -87,9 +99,10 @@ typedef struct attn_qdot_kernels {
      * bound). value_dot "int8_avx512vnni": per row, group of 16 keys from
      * the call's first and block, p · d rounded to int8 with one f32 scale,
      * exact integer sums by VPDPBUSD, one FMA per group (attn.h states the
-     * arithmetic and its bound). NULL: decode takes axpy_rows_q. */
+     * arithmetic and its bound). NULL: decode takes axpy_rows_q.
+     * scratch: ATTN_QDOT_SCRATCH bytes, the weights'. */
     void (*axpy)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
-                 bool q4);
+                 bool q4, void *scratch);
     /* Keys quantized per channel, or NULL: decode then widens their groups
      * to f32 rows (key_groups.c), bitwise the f32 kernels on those rows. */
     const attn_qdot_groups *groups;
@@ -136,7 +149,7 @@ extern const attn_qdot_kernels attn_qdot_avx512vnni, attn_qdot_avx512vnni_bf16, 
 /* qdot.h's axpy by VPDPBUSD (value_dot "int8_avx512vnni"; the arithmetic
  * is documented in decode_values_avx512.c and attn.h). */
 void attn_qvalues_int8_avx512vnni(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld,
-                                  int64_t n, int64_t Ev, bool q4);
+                                  int64_t n, int64_t Ev, bool q4, void *scratch);
 extern const attn_qdot_kernels attn_qdot_avxvnni;
 extern const attn_qdot_kernels attn_qdot_avx2;
 extern const attn_qdot_groups attn_qdot_groups_avx512vnni, attn_qdot_groups_avx2;

@@ -158,7 +158,8 @@ QG_INLINE void strip(float *s, int64_t lds, const __m256i Q[QR][PB], const float
 
 /* qdot.h's attn_qdot_groups dot. */
 static float group_rows(float *s, int64_t lds, const float *q, int nq, const void *groups, int64_t stride, int64_t E,
-                        int64_t t0, int64_t n, bool q2) {
+                        int64_t t0, int64_t n, bool q2, void *scratch) {
+    (void)scratch; /* its tables, 1 KiB, stay on the stack */
     const uint8_t *g8 = groups;
     int64_t nb = E / 32, row = q2 ? E / 4 : E / 2, bb = q2 ? 8 : 16;
     /* A bound on |k| over the groups read: max |m| + (2^b - 1) · max s, from

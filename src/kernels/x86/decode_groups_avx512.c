@@ -168,7 +168,7 @@ QG_INLINE void tile_keys(__m512i K[8], const uint8_t *codes, int64_t row, int NK
 /* Scores of n <= 16 positions (tiles of 4) for rows i < NQ of tb, the
  * pass's quads g < ng: stored into s[i * lds + j] (first pass) or added to
  * it; the last pass adds off[i] (Σ q m) after. */
-QG_INLINE void group_strip(float *s, int64_t lds, const grow_tab *tb, const uint8_t *codes, int64_t row, int n,
+QG_INLINE void group_strip(float *s, int64_t lds, const grow_tab *restrict tb, const uint8_t *codes, int64_t row, int n,
                            int64_t b0, int ng, const int *nbk, const int NQ, const bool q2, bool first, bool last,
                            const float *off) {
     __m512 S[QR][4];
@@ -238,10 +238,10 @@ QG_INLINE void quad_halves_f32(__m512 x[4][2], const float *q, int nbk) {
 /* One pass (quads g0 .. g0 + ng - 1) for rows i < NQ over the span's
  * positions: per group its scales in the tables' order, each row's tables,
  * then strips of 16 positions within the group. */
-QG_INLINE void group_pass(float *s, int64_t lds, const float *q, const __m512 (*qt)[QG][8], const uint8_t *groups,
-                          int64_t stride, int64_t E, int64_t t0, int64_t n, int64_t g0, int ng, const int *nbk,
-                          const quad_order *o, const int NQ, const bool q2, bool first, bool last, __m512i *ms,
-                          __m512i *mm) {
+QG_INLINE void group_pass(float *s, int64_t lds, const float *q, const __m512 (*restrict qt)[QG][8],
+                          grow_tab *restrict tb, const uint8_t *groups, int64_t stride, int64_t E, int64_t t0,
+                          int64_t n, int64_t g0, int ng, const int *nbk, const quad_order *o, const int NQ,
+                          const bool q2, bool first, bool last, __m512i *ms, __m512i *mm) {
     int64_t row = q2 ? E / 4 : E / 2;
     const __m512i magnitude = _mm512_set1_epi16(0x7fff);
     for (int64_t p = t0; p < t0 + n;) {
@@ -253,7 +253,6 @@ QG_INLINE void group_pass(float *s, int64_t lds, const float *q, const __m512 (*
                 *mm = _mm512_max_epu16(*mm, _mm512_and_si512(_mm512_loadu_si512(sh + E + c), magnitude));
             }
         int64_t end = (p / 32 + 1) * 32 < t0 + n ? (p / 32 + 1) * 32 : t0 + n;
-        grow_tab tb[QR];
         for (int g = 0; g < ng; g++) {
             __m512 x[4][2], st[8];
             quad_halves_f16(x, sh + (g0 + g) * 128, nbk[g]);
@@ -272,15 +271,24 @@ QG_INLINE void group_pass(float *s, int64_t lds, const float *q, const __m512 (*
     }
 }
 
+/* A pass's query rows in the tables' order and each row's tables: 8.5
+ * KiB of the caller's scratch (qdot.h), read from L1 as from the stack. */
+typedef struct group_scratch {
+    __m512 qt[QR][QG][8];
+    grow_tab tb[QR];
+} group_scratch;
+_Static_assert(sizeof(group_scratch) <= ATTN_QDOT_SCRATCH, "a pass's rows and tables fit the caller's scratch");
+
 /* qdot.h's attn_qdot_groups dot. */
 static float group_rows(float *s, int64_t lds, const float *q, int nq, const void *groups, int64_t stride, int64_t E,
-                        int64_t t0, int64_t n, bool q2) {
+                        int64_t t0, int64_t n, bool q2, void *scratch) {
     const uint8_t *g8 = groups;
     int64_t nb = E / 32, quads = (nb + 3) / 4;
     __m512i ms = _mm512_setzero_si512(), mm = _mm512_setzero_si512(); /* group_pass's bound on |k| */
     quad_order o;
     quad_order_of(&o, q2);
-    __m512 qt[QR][QG][8]; /* the rows' q in the tables' order, one pass */
+    group_scratch *restrict sc = scratch;
+    __m512(*restrict qt)[QG][8] = sc->qt; /* the rows' q in the tables' order, one pass */
     for (int64_t g0 = 0; g0 < quads; g0 += QG) {
         int ng = quads - g0 < QG ? (int)(quads - g0) : QG, nbk[QG];
         for (int g = 0; g < ng; g++) nbk[g] = nb - (g0 + g) * 4 < 4 ? (int)(nb - (g0 + g) * 4) : 4;
@@ -298,10 +306,10 @@ static float group_rows(float *s, int64_t lds, const float *q, int nq, const voi
 #define GROUP_PASS(NQ)                                                                                         \
     do {                                                                                                       \
         if (q2)                                                                                                \
-            group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, true,  \
+            group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, sc->tb, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, true,  \
                        first, last, &ms, &mm);                                                                 \
         else                                                                                                   \
-            group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, false, \
+            group_pass(si, lds, qi, (const __m512(*)[QG][8])qt, sc->tb, g8, stride, E, t0, n, g0, ng, nbk, &o, NQ, false, \
                        first, last, &ms, &mm);                                                                 \
     } while (0)
             switch (rows) {

@@ -78,7 +78,8 @@ QDOT_INLINE void qdot_rows_nq(float *s, int64_t lds, const attn_qrows *qq, int r
     } while (0)
 
 static float qdot_rows(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *k, int64_t ld,
-                       int64_t n, bool q4) {
+                       int64_t n, bool q4, void *scratch) {
+    (void)scratch; /* no tables: the rows' codes are read where they lie */
     unsigned hm = 0;
     for (int i = 0; i < nq; i += QROWS) { /* more rows: the keys again, from L1 */
         switch (nq - i) {

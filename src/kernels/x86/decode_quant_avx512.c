@@ -242,13 +242,13 @@ static void qrows_quantize(int8_t *codes, float *d, int32_t *bias, const float *
  * gone. (w rounds once more than the f32 kernel's exact code · d, so the
  * sum is no longer bitwise the widened rows': within f32's bound.) */
 #define QV_INLINE ATTN_KERNEL_INLINE
-enum { QV_W = 4096,  /* floats of weights w on the stack: a group of keys' */
+enum { QV_W = 4096,  /* floats of weights w in the caller's scratch: a group of keys' */
        QV_QUADS = 8 }; /* quads of blocks (256 values) at most per group */
 
 /* w for rows i < NQ, keys j < n of v (row stride ld), quads g < nq4 of
  * blocks from block b0 (nb - b0 blocks left in the row): p_ij · d_jb at
  * w[((j/4 · nq4 + g) · 4 + i) · 16 + 4b + j%4]. */
-QV_INLINE void qaxpy_weights(float *w, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n,
+QV_INLINE void qaxpy_weights(float *restrict w, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n,
                              int64_t b0, int64_t nb, int64_t nq4, const int NQ, const bool q4) {
     __m256i hm = _mm256_setzero_si256(); /* unused: a scale not finite reaches acc as NaN or ±inf */
     for (int64_t j = 0; j < n; j += 4) {
@@ -286,7 +286,7 @@ QV_INLINE void block_codes(__m512 *lo, __m512 *hi, const uint8_t *blk, const boo
  * weights w as qaxpy_weights laid them out from block b0 (nq4 quads); with
  * each key, the bytes [j · ld, (j + 1) · ld) of next fetched into L1
  * (npf rows of it). */
-QV_INLINE void qaxpy_block(float *acc, const float *w, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
+QV_INLINE void qaxpy_block(float *acc, const float *restrict w, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
                            int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
                            const uint8_t *next, int64_t npf) {
     __m512 a[4][8] = {{_mm512_setzero_ps()}}, c[8] = {_mm512_setzero_ps()}; /* (rows, blocks past NQ, NB: unused) */
@@ -326,13 +326,12 @@ QV_INLINE void qaxpy_block(float *acc, const float *w, const uint8_t *v, int64_t
  * column blocks passing over them NB at a time (4 for up to 2 rows, 2 for
  * 3-4: 32 registers). */
 QV_INLINE void qaxpy_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
-                        const int NQ, const bool q4) {
+                        const int NQ, const bool q4, float *restrict w) {
     const int NB = NQ <= 2 ? 4 : 2;
-    float w[QV_W];
     int64_t nb = Ev / 32;
     for (int64_t b0 = 0; b0 < nb; b0 += 4 * QV_QUADS) {
         int64_t nq4 = (nb - b0 + 3) / 4 < QV_QUADS ? (nb - b0 + 3) / 4 : QV_QUADS, bend = b0 + 4 * nq4 < nb ? b0 + 4 * nq4 : nb;
-        /* keys: rows in L1 (ld may be 0, a broadcast row, or negative, rows read backwards), w on the stack */
+        /* keys: rows in L1 (ld may be 0, a broadcast row, or negative, rows read backwards), w in L1 too */
         int64_t group = ld > 0 && 8192 / ld > 16 ? 8192 / ld : 16, fit = QV_W / (nq4 * 64) * 4;
         group = group < fit ? group : fit;
         for (int64_t j0 = 0; j0 < n; j0 += group) {
@@ -352,12 +351,12 @@ QV_INLINE void qaxpy_nq(float *acc, const float *p, int64_t ldp, const uint8_t *
 
 #define QAXPY_ROWS(NQ)                                                                             \
     do {                                                                                           \
-        if (q4) qaxpy_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true);                   \
-        else qaxpy_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false);                     \
+        if (q4) qaxpy_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true, scratch);          \
+        else qaxpy_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false, scratch);            \
     } while (0)
 
 static void qaxpy_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                       int64_t Ev, bool q4) {
+                       int64_t Ev, bool q4, void *scratch) {
     for (int i = 0; i < nq; i += 4) {
         switch (nq - i) {
         case 1: QAXPY_ROWS(1); break;
@@ -381,13 +380,15 @@ static void qaxpy_rows(float *acc, const float *p, int64_t ldp, int nq, const vo
  * 128 + c, was as fast but left 136 · Σ w to take back, whose rounding
  * depended on how the keys were grouped); q8 codes are widened to f32,
  * whose top 16 bits are then the code's bf16. */
-enum { QB_W = 2048 }; /* dwords of weight pairs on the stack: a group of keys' */
+enum { QB_W = 2048 }; /* dwords of weight pairs in the caller's scratch: a group of keys' */
+_Static_assert(QV_W * sizeof(float) <= ATTN_QDOT_SCRATCH && QB_W * sizeof(uint32_t) <= ATTN_QDOT_SCRATCH,
+               "the weights fit the caller's scratch");
 
 /* The bf16 pairs of weights for rows i < NQ, keys j < n of v (row stride
  * ld), quads g < nq4 of blocks from b0: (p_ij · d_jb | p_i,j+1 · d_j+1,b <<
  * 16) for even j at w[((j/4 · nq4 + g) · 4 + i) · 8 + 2b + j%4/2] (a missing
  * key's weight 0). */
-QV_INLINE void qbf_weights(uint32_t *w, const float *p, int64_t ldp, const uint8_t *v, int64_t ld,
+QV_INLINE void qbf_weights(uint32_t *restrict w, const float *p, int64_t ldp, const uint8_t *v, int64_t ld,
                            int64_t n, int64_t b0, int64_t nb, int64_t nq4, const int NQ, const bool q4) {
     __m256i hm = _mm256_setzero_si256(); /* unused: a scale not finite reaches acc as NaN or ±inf */
     for (int64_t j = 0; j < n; j += 4) {
@@ -487,7 +488,7 @@ QV_INLINE void qbf_pair(__m512 a[4][8], const uint32_t *wp, const uint8_t *r0, c
  * computing addresses as vector ones computing (on Zen 5 the front end,
  * not the VDPBF16PS, limited it). The order of the products into each
  * accumulator is the pairs' order either way: the same bits. */
-QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_t ld, int64_t n,
+QV_INLINE void qbf_block(float *acc, const uint32_t *restrict w, const uint8_t *v, int64_t ld, int64_t n,
                          int64_t Ev, int64_t b, int64_t b0, int64_t nq4, const int NQ, const int NB, const bool q4,
                          const uint8_t *next, int64_t npf) {
     __m512 a[4][8] = {{_mm512_setzero_ps()}}; /* (rows, blocks past NQ, NB: unused) */
@@ -522,9 +523,8 @@ QV_INLINE void qbf_block(float *acc, const uint32_t *w, const uint8_t *v, int64_
 /* All Ev columns for NQ rows, as qaxpy_nq passes over them (groups of an
  * even count of keys). */
 QV_INLINE void qbf_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
-                      const int NQ, const bool q4) {
+                      const int NQ, const bool q4, uint32_t *restrict w) {
     const int NB = NQ <= 2 ? 4 : 2;
-    uint32_t w[QB_W];
     int64_t nb = Ev / 32;
     for (int64_t b0 = 0; b0 < nb; b0 += 4 * QV_QUADS) {
         int64_t nq4 = (nb - b0 + 3) / 4 < QV_QUADS ? (nb - b0 + 3) / 4 : QV_QUADS, bend = b0 + 4 * nq4 < nb ? b0 + 4 * nq4 : nb;
@@ -544,12 +544,12 @@ QV_INLINE void qbf_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v,
 
 #define QBF_ROWS(NQ)                                                                               \
     do {                                                                                           \
-        if (q4) qbf_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true);                     \
-        else qbf_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false);                       \
+        if (q4) qbf_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true, scratch);            \
+        else qbf_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false, scratch);              \
     } while (0)
 
 static void qbf_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n, int64_t Ev,
-                     bool q4) {
+                     bool q4, void *scratch) {
     for (int i = 0; i < nq; i += 4) {
         switch (nq - i) {
         case 1: QBF_ROWS(1); break;

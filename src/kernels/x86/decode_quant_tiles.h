@@ -42,11 +42,12 @@ QDOT_INLINE void qdot_pass(float *s, int64_t lds, const qrow_tab *tb, const uint
  * apart) into s; returns the largest |d_k| times the largest code, or -1
  * for a scale that is not finite. */
 static float qdot_rows(float *s, int64_t lds, const attn_qrows *qq, int r0, int nq, const void *kv, int64_t ld,
-                       int64_t n, bool q4) {
+                       int64_t n, bool q4, void *scratch) {
     const uint8_t *k = kv;
     int64_t nb = qq->E / 32, quads = (nb + 3) / 4;
     __m256i hm = _mm256_setzero_si256();
-    qrow_tab tb[QR];
+    _Static_assert(QR * sizeof(qrow_tab) <= ATTN_QDOT_SCRATCH, "the rows' tables fit the caller's scratch");
+    qrow_tab *restrict tb = scratch; /* QR rows' tables (5 KiB with AVX-512): the caller's scratch, not the stack */
     for (int i = 0; i < nq; i += QR) { /* more rows: the keys again, from L1 */
         int rows = nq - i < QR ? nq - i : QR;
         for (int64_t g0 = 0; g0 < quads; g0 += QG) {

@@ -61,6 +61,14 @@ typedef struct qi_group {
     __m512i cr[QI_QUADS][2][QI_ROWS];
 } qi_group;
 
+/* A pass's group and its accumulators F (qi_nq): 14 KiB of the caller's
+ * scratch (qdot.h's ATTN_QDOT_SCRATCH), not of its stack. */
+typedef struct qi_scratch {
+    qi_group gr;
+    __m512 F[QI_QUADS * 2 * QI_ROWS * 4];
+} qi_scratch;
+_Static_assert(sizeof(qi_scratch) <= ATTN_QDOT_SCRATCH, "a pass's group and accumulators fit the caller's scratch");
+
 /* Max over each 128-bit lane's 4 lanes, in all 4. */
 QDOT_INLINE __m512 lane4_max(__m512 x) {
     x = _mm512_max_ps(x, _mm512_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -87,7 +95,7 @@ QDOT_INLINE __m512i lane4_dword(__m512i x, int t) {
  * weights for rows i < NQ of p (row stride ldp), quads g < nq4 from block
  * b0 (nb blocks in a row). A quad whose scales are not all finite gets
  * σ = NaN: its columns' sums become NaN. */
-QDOT_INLINE void qi_weights(qi_group *gr, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t nk,
+QDOT_INLINE void qi_weights(qi_group *restrict gr, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t nk,
                             int64_t b0, int64_t nb, int64_t nq4, const int NQ, const bool q4, const int T,
                             const bool whole) {
     const __m512 tiny = _mm512_set1_ps(0x1p-100f);
@@ -220,7 +228,7 @@ static inline int64_t unit_column(int64_t b, int64_t nb, int h, int L, const boo
 /* acc's rows i < NQ (row stride Ev), the units of quads g < nq4 from block
  * b0, into (store = false) or out of (store = true) F in the transposed
  * order: F[((g · 2 + h) · QI_ROWS + i) · 4 + m]. */
-QDOT_INLINE void qi_acc(float *acc, int64_t Ev, __m512 *F, int64_t b0, int64_t nb, int64_t nq4, const int NQ,
+QDOT_INLINE void qi_acc(float *acc, int64_t Ev, __m512 *restrict F, int64_t b0, int64_t nb, int64_t nq4, const int NQ,
                         const bool q4, const bool store) {
     for (int64_t g = 0; g < nq4; g++)
         for (int h = 0; h < 2; h++) {
@@ -243,7 +251,7 @@ QDOT_INLINE void qi_acc(float *acc, int64_t Ev, __m512 *F, int64_t b0, int64_t n
 
 /* The integer sums of unit h of quad g over the group's tiles, rows i < NQ,
  * then F = fma(σ, sum + offset, F). */
-QDOT_INLINE void qi_unit(__m512 *F, const qi_group *gr, const uint8_t *v, int64_t ld, int64_t nk, int64_t b,
+QDOT_INLINE void qi_unit(__m512 *restrict F, const qi_group *restrict gr, const uint8_t *v, int64_t ld, int64_t nk, int64_t b,
                          int nbk, int64_t g, int h, const int NQ, const bool q4, const int T, const bool whole) {
     __m512i S[QI_ROWS][4];
 #pragma GCC unroll 4
@@ -271,7 +279,7 @@ QDOT_INLINE void qi_unit(__m512 *F, const qi_group *gr, const uint8_t *v, int64_
 }
 
 /* One group of nk keys (T tiles) for the pass's quads. */
-QDOT_INLINE void qi_group_pass(__m512 *F, qi_group *gr, const float *p, int64_t ldp, const uint8_t *rows, int64_t ld,
+QDOT_INLINE void qi_group_pass(__m512 *restrict F, qi_group *restrict gr, const float *p, int64_t ldp, const uint8_t *rows, int64_t ld,
                                int64_t nk, int64_t b0, int64_t nb, int64_t nq4, const int NQ, const bool q4, const int T,
                                const bool whole) {
     qi_weights(gr, p, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4, T, whole);
@@ -291,10 +299,10 @@ QDOT_INLINE void qi_group_pass(__m512 *F, qi_group *gr, const float *p, int64_t 
 /* All Ev columns for NQ rows: passes of up to QI_QUADS quads, each over all
  * the keys a group at a time. */
 QDOT_INLINE void qi_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v, int64_t ld, int64_t n, int64_t Ev,
-                       const int NQ, const bool q4) {
+                       const int NQ, const bool q4, qi_scratch *restrict sc) {
     int64_t nb = Ev / 32;
-    qi_group gr;
-    __m512 F[QI_QUADS * 2 * QI_ROWS * 4];
+    qi_group *restrict gr = &sc->gr;
+    __m512 *restrict F = sc->F;
     for (int64_t b0 = 0; b0 < nb; b0 += 4 * QI_QUADS) {
         int64_t nq4 = (nb - b0 + 3) / 4 < QI_QUADS ? (nb - b0 + 3) / 4 : QI_QUADS;
         qi_acc(acc, Ev, F, b0, nb, nq4, NQ, q4, false);
@@ -302,8 +310,8 @@ QDOT_INLINE void qi_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v
             int64_t nk = n - j0 < QI_KEYS ? n - j0 : QI_KEYS;
             const uint8_t *rows = v + j0 * ld;
             /* whole groups of whole quads: the loops' bounds known, no tests */
-            if (nk == QI_KEYS && nb % 4 == 0) qi_group_pass(F, &gr, p + j0, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4, QI_KEYS / 4, true);
-            else qi_group_pass(F, &gr, p + j0, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4, (int)(nk + 3) / 4, false);
+            if (nk == QI_KEYS && nb % 4 == 0) qi_group_pass(F, gr, p + j0, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4, QI_KEYS / 4, true);
+            else qi_group_pass(F, gr, p + j0, ldp, rows, ld, nk, b0, nb, nq4, NQ, q4, (int)(nk + 3) / 4, false);
         }
         qi_acc(acc, Ev, F, b0, nb, nq4, NQ, q4, true);
     }
@@ -311,12 +319,12 @@ QDOT_INLINE void qi_nq(float *acc, const float *p, int64_t ldp, const uint8_t *v
 
 #define QI_ROWS_OF(NQ)                                                                             \
     do {                                                                                           \
-        if (q4) qi_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true);                      \
-        else qi_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false);                        \
+        if (q4) qi_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, true, scratch);             \
+        else qi_nq(acc + i * Ev, p + i * ldp, ldp, v, ld, n, Ev, NQ, false, scratch);               \
     } while (0)
 
 void attn_qvalues_int8_avx512vnni(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld,
-                                  int64_t n, int64_t Ev, bool q4) {
+                                  int64_t n, int64_t Ev, bool q4, void *scratch) {
     for (int i = 0; i < nq; i += QI_ROWS) {
         switch (nq - i) {
         case 1: QI_ROWS_OF(1); break;
