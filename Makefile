@@ -395,9 +395,9 @@ BLAS_SONAME  = $(shell objdump -p $(BLAS_LIBDIR)/libopenblas.so 2>/dev/null | se
 BLAS_LIBRARY = $(BLAS_LIBDIR)/$(or $(BLAS_SONAME),libopenblas.so.0)
 # Its text fits the terminal by the commands' own rule (cli/text.c, which
 # needs only libc), and it ends as they do (cli/util.c's cli_close_stdout).
-$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
+$(BUILD)/attn-bench: bench/bench.c bench/bench_args.c bench/bench_args.h bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
 	@[ -n "$(BLAS_FOUND)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
-	$(CC) $(ALL_CFLAGS) -Icli -DOPENBLAS_PATH='"$(BLAS_LIBRARY)"' -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
+	$(CC) $(ALL_CFLAGS) -Icli -DOPENBLAS_PATH='"$(BLAS_LIBRARY)"' -o $@ bench/bench.c bench/bench_args.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 
