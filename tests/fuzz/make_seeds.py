@@ -295,6 +295,10 @@ def bench_args_seeds():
         "threads_twice": ["--threads", "2", "--threads=3"],
         "section_twice": ["--kv", "--kv"],
         "mpi": ["--mpi"],
+        "error_then_more": ["--threads", "0", "--quick"],
+        "section_joined": ["--kv=1"],
+        "section_prefix": ["--kvx"],
+        "ggml_prefix": ["--ggmlx=dir"],
         # attn-mpi bench: each option and error
         "mpi_seq_layout": ["--quick", "--seq", "64", "--layout", "contiguous"],
         "mpi_seq_joined": ["--seq=4096", "--layout=zigzag"],
