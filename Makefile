@@ -346,7 +346,7 @@ web: $(BUILD)/explainer.html
 # `make BUILD=/tmp/cov FUZZ_EXTRA='-fprofile-instr-generate -fcoverage-mapping' fuzz`.
 FUZZ_CC      ?= clang
 FUZZ_EXTRA   ?=
-FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env sdpa_load
+FUZZ_TARGETS := npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env sdpa_load bench_args
 FUZZ_BASE    := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -g -O1 -Iinclude -Isrc $(ISA_DEFS) -fno-omit-frame-pointer $(FUZZ_EXTRA)
 FUZZ_CFLAGS  := $(FUZZ_BASE) -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/fuzz/obj/%.o))
@@ -374,6 +374,13 @@ $(BUILD)/fuzz/fuzz_mpi_args: tests/fuzz/fuzz_mpi_args.c $(BUILD)/fuzz/fuzz_mpi_a
                              $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_DEPS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o \
 	    $(CLI_LIBS)
+# The benchmark's options, attn bench's and attn-mpi bench's: their parsers
+# have neither OpenBLAS nor MPI in them.
+$(BUILD)/fuzz/obj/bench/bench_args.o: bench/bench_args.h
+$(BUILD)/fuzz/fuzz_bench_args: tests/fuzz/fuzz_bench_args.c $(BUILD)/fuzz/fuzz_bench_args.d $(FUZZ_OBJ) \
+                               $(BUILD)/fuzz/obj/bench/bench_args.o $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_DEPS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(BUILD)/fuzz/obj/bench/bench_args.o \
+	    $(BUILD)/fuzz/obj/cli/mpi/args_mpi.o $(CLI_LIBS)
 $(FUZZ_BINS:%=%.d): ;
 -include $(wildcard $(FUZZ_BINS:%=%.d))
 fuzz: $(FUZZ_BINS)
@@ -395,9 +402,9 @@ BLAS_SONAME  = $(shell objdump -p $(BLAS_LIBDIR)/libopenblas.so 2>/dev/null | se
 BLAS_LIBRARY = $(BLAS_LIBDIR)/$(or $(BLAS_SONAME),libopenblas.so.0)
 # Its text fits the terminal by the commands' own rule (cli/text.c, which
 # needs only libc), and it ends as they do (cli/util.c's cli_close_stdout).
-$(BUILD)/attn-bench: bench/bench.c bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
+$(BUILD)/attn-bench: bench/bench.c bench/bench_args.c bench/bench_args.h bench/ggml_compare.c bench/ggml_compare.h bench/table.c bench/table.h $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o cli/text.h cli/cli.h $(BUILD)/libattn.a include/attn.h
 	@[ -n "$(BLAS_FOUND)" ] || { echo "attn-bench needs OpenBLAS: pkg-config finds no 'openblas' (apt-get install libopenblas-dev)"; exit 1; }
-	$(CC) $(ALL_CFLAGS) -Icli -DOPENBLAS_PATH='"$(BLAS_LIBRARY)"' -o $@ bench/bench.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
+	$(CC) $(ALL_CFLAGS) -Icli -DOPENBLAS_PATH='"$(BLAS_LIBRARY)"' -o $@ bench/bench.c bench/bench_args.c bench/ggml_compare.c bench/table.c $(BUILD)/obj/cli/text.o $(BUILD)/obj/cli/util.o $(BUILD)/libattn.a $(BLAS_FLAGS) $(LIBS) -ldl
 
 bench: $(BUILD)/attn $(BUILD)/attn-bench
 

@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #endif
 
+#include "bench_args.h"
 #include "cli.h"
 #include "ggml_compare.h"
 #include "table.h"
@@ -112,7 +113,6 @@ static bool json, quick, backward_only, layer_only, variants_only, varlen_only, 
 static double layer_peak = 1e9; /* FLOP/s of double FMAs: the layer products' peak */
 static double read_bw = 1e9;    /* bytes/s of reading memory (read_bandwidth): above it, a row read from cache */
 static double llc_bytes;        /* the last-level cache, as the CPU reports it (sysconf); 0 where unknown */
-static int threads;
 
 static void progress(const char *what) {
     if (isatty(2)) fprintf(stderr, "\r\033[K%s", what);
@@ -2338,72 +2338,22 @@ static int report_done(int code) {
     return cli_close_stdout(code);
 }
 
-/* What each option sets, for cli_check_repeats: each section its own
- * (two sections together are refused below, in words of their own). */
-static const cli_setting BENCH_SETTINGS[] = {
-    {"--quick", NULL, false, 0},    {"--json", NULL, false, 1},    {"--threads", NULL, true, 2},
-    {"--ggml", NULL, true, 3},      {"--backward", NULL, false, 4}, {"--layer", NULL, false, 5},
-    {"--variants", NULL, false, 6}, {"--varlen", NULL, false, 7},  {"--decode", NULL, false, 8},
-    {"--overhead", NULL, false, 9}, {"--paged", NULL, false, 10},  {"--kv", NULL, false, 11},
-    {NULL, NULL, false, 0},
-};
-
 int main(int argc, char **argv) {
-    const char *ggml_dir = NULL;
-    /* --help anywhere, before anything else is read, as every attn command takes it */
-    if (cli_help_asked(argc, argv, BENCH_SETTINGS)) {
+    bench_args args;
+    int code = bench_args_parse(argc, argv, &args);
+    if (code < 0) { /* --help */
         cli_print_usage(stdout, USAGE);
         return cli_close_stdout(0);
     }
-    int code = cli_check_repeats(argc, argv, BENCH_SETTINGS);
     if (code) return code;
-    /* The options that each run one section alone: two of them ran only the
-     * first in this file's order and dropped the other without a word. */
-    static const struct { const char *flag; bool *on; } SECTIONS[] = {
-        {"--backward", &backward_only}, {"--layer", &layer_only}, {"--variants", &variants_only},
-        {"--varlen", &varlen_only},     {"--decode", &decode_only}, {"--overhead", &overhead_only},
-        {"--paged", &paged_only},       {"--kv", &kv_only},         {"--ggml", NULL}};
-    const char *section = NULL;
-    /* Errors through cli_error, as the other commands say them: one line,
-     * control bytes in an argument escaped. --ggml and --threads take their
-     * value as the next argument or after '=', as the other commands'
-     * options do (and as cli_check_repeats reads them). */
-    for (int i = 1; i < argc && !code;) {
-        const char *arg = argv[i], *val = NULL;
-        bool alone = false; /* a section's flag but --ggml's (which takes a value, below) */
-        for (size_t j = 0; j < sizeof SECTIONS / sizeof *SECTIONS; j++) {
-            const char *flag = SECTIONS[j].flag;
-            size_t n = strlen(flag);
-            if (strncmp(arg, flag, n) != 0 || (arg[n] && !(arg[n] == '=' && !SECTIONS[j].on))) continue;
-            if (section && strcmp(section, flag) != 0)
-                return cli_error(EXIT_USAGE, "%s and %s each run one section alone: give one of them", section, flag);
-            section = flag;
-            if (SECTIONS[j].on) *SECTIONS[j].on = alone = true;
-        }
-        if (alone) {
-            i++;
-        } else if (strcmp(arg, "--quick") == 0) {
-            quick = true, i++;
-        } else if (strcmp(arg, "--json") == 0) {
-            json = true, i++;
-        } else if (cli_option(argc, argv, &i, NULL, "--ggml", &ggml_dir, &code)) {
-            /* "" (an unset shell variable) named "/libggml-base.so", the root's */
-            if (ggml_dir && !ggml_dir[0]) code = cli_error(EXIT_DATA, "--ggml: the directory name is empty");
-        } else if (cli_option(argc, argv, &i, NULL, "--threads", &val, &code)) {
-            long t; /* the whole text, digits only: atoi took "5x" as 5 and overflowed */
-            if (val && !cli_parse_int(val, 1, 256, &t))
-                code = cli_bad_value("--threads", val, "is not a whole number from 1 to 256");
-            else if (val) threads = (int)t;
-        } else if (strcmp(arg, "--mpi") == 0) { /* attn bench takes it out, and runs attn-mpi instead */
-            return cli_error(EXIT_USAGE, "--mpi is for `attn bench --mpi` (under mpirun), which runs attn-mpi bench, "
-                             "not this program");
-        } else {
-            return cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn bench --help)", arg);
-        }
-    }
-    if (code) return code;
+    const char *ggml_dir = args.ggml_dir;
+    quick = args.quick, json = args.json;
+    backward_only = args.section == BENCH_BACKWARD, layer_only = args.section == BENCH_LAYER;
+    variants_only = args.section == BENCH_VARIANTS, varlen_only = args.section == BENCH_VARLEN;
+    decode_only = args.section == BENCH_DECODE, overhead_only = args.section == BENCH_OVERHEAD;
+    paged_only = args.section == BENCH_PAGED, kv_only = args.section == BENCH_KV;
     if (!ggml_dir) load_openblas(); /* before anything is measured: a run that cannot end well says so at once */
-    if (threads) attn_set_num_threads(threads);
+    if (args.threads) attn_set_num_threads(args.threads);
     hold_report();
     if (ggml_dir) { /* only when the user points at a ggml build */
         char name[128];

@@ -436,7 +436,7 @@ suite "attn bench --json: its reports together" $PY tests/bench_json.py docs/per
 fuzz_replay() {
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
-    for t in npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env sdpa_load; do
+    for t in npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env sdpa_load bench_args; do
         files=$(find tests/fuzz/corpus/$t tests/fuzz/regressions/$t -type f 2>/dev/null)
         n=$(echo "$files" | grep -c .)
         if [ "$n" -eq 0 ]; then echo "FAIL fuzz_replay_$t: no corpus"; continue; fi

@@ -1,7 +1,9 @@
-/* args_mpi.c -- the attn-mpi sdpa command line, parsed; no MPI in it, so
- * that it is fuzzed like the attn command's (tests/fuzz/fuzz_mpi_args.c). */
+/* args_mpi.c -- the attn-mpi sdpa and bench command lines, parsed; no MPI
+ * in it, so that they are fuzzed like the attn command's
+ * (tests/fuzz/fuzz_mpi_args.c, tests/fuzz/fuzz_bench_args.c). */
 #include "args_mpi.h"
 
+#include <stdint.h>
 #include <string.h>
 
 const char MPI_USAGE[] =
@@ -100,3 +102,38 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     return cli_rope_check(&a->rope, a->has_rope);
 }
 
+
+/* What each bench option sets, for cli_check_repeats. */
+static const cli_setting BENCH_SETTINGS[] = {
+    {"--quick", NULL, false, 0}, {"--seq", NULL, true, 1}, {"--layout", NULL, true, 2}, {"--timeout", NULL, true, 3},
+    {NULL, NULL, false, 0},
+};
+
+int mpi_bench_args_parse(int argc, char **argv, int ranks, mpi_bench_args *b) {
+    memset(b, 0, sizeof *b);
+    b->layout = ATTN_MPI_ARGS_ZIGZAG, b->timeout_s = 60;
+    int code = 0;
+    if (cli_help_asked(argc, argv, BENCH_SETTINGS)) return -1; /* anywhere, before anything else is read */
+    if ((code = cli_check_repeats(argc, argv, BENCH_SETTINGS))) return code;
+    for (int i = 2; i < argc && !code;) {
+        const char *val = NULL;
+        if (strcmp(argv[i], "--quick") == 0) {
+            b->quick = true, i++;
+        } else if (cli_option(argc, argv, &i, NULL, "--seq", &val, &code)) {
+            if (val && !cli_parse_int(val, 2L * ranks, INT32_MAX, &b->seq))
+                code = cli_bad_value("--seq", val, "is not a whole number from twice the ranks (%d) to %d", 2 * ranks,
+                                     INT32_MAX);
+        } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
+            if (val && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
+                code = cli_bad_value("--layout", val, "is not zigzag or contiguous");
+            else if (val) b->layout = strcmp(val, "contiguous") == 0 ? ATTN_MPI_ARGS_CONTIGUOUS : ATTN_MPI_ARGS_ZIGZAG;
+        } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
+            if (val && !(cli_parse_double(val, &b->timeout_s) && b->timeout_s > 0 && b->timeout_s < ATTN_MPI_ARGS_TIMEOUT_MAX))
+                code = cli_bad_value("--timeout", val, "is not a number of seconds above 0 and below %g",
+                                     ATTN_MPI_ARGS_TIMEOUT_MAX);
+        } else {
+            code = cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn-mpi bench --help)", argv[i]);
+        }
+    }
+    return code;
+}

@@ -28,4 +28,17 @@ extern const char MPI_USAGE[];
  * code of a usage error (printed through cli_error). */
 int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak);
 
+/* attn-mpi bench's options. */
+typedef struct mpi_bench_args {
+    bool quick; /* --quick */
+    long seq;   /* --seq's length, from twice the ranks to INT32_MAX; 0: not given */
+    int layout; /* an attn_mpi_layout (--layout; zigzag by default) */
+    double timeout_s; /* --timeout's seconds, above 0 and below ATTN_MPI_ARGS_TIMEOUT_MAX; 60 by default */
+} mpi_bench_args;
+
+/* argv[1] is "bench", run on `ranks` ranks (--seq's least is twice that).
+ * 0, -1 when --help (or -h) was asked for anywhere (not printed here), or
+ * the exit code of a usage error (printed through cli_error). */
+int mpi_bench_args_parse(int argc, char **argv, int ranks, mpi_bench_args *b);
+
 #endif /* ATTN_CLI_ARGS_MPI_H */

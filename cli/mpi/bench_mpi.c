@@ -14,6 +14,7 @@
  * for rank 0's single-node run, which may take longer than any fixed time. */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include "bench_mpi.h"
+#include "args_mpi.h"
 #include "cli.h"
 #include "deadline.h"
 #include "text.h"
@@ -193,51 +194,24 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     return any_bad;
 }
 
-/* What each option sets, for cli_check_repeats. */
-static const cli_setting BENCH_SETTINGS[] = {
-    {"--quick", NULL, false, 0}, {"--seq", NULL, true, 1}, {"--layout", NULL, true, 2}, {"--timeout", NULL, true, 3},
-    {NULL, NULL, false, 0},
-};
-
 int mpi_bench(int argc, char **argv, int rank, int size) {
     int64_t seqs[2] = {4096, 8192}, nseq = 2;
-    attn_mpi_layout layout = ATTN_MPI_ZIGZAG;
-    int reps = 3, code = 0;
-    long seq = 0; /* --seq's, or 0 */
-    bool quick = false;
+    int reps = 3;
+    mpi_bench_args b;
     /* Every rank parses the same command line, so each error is every
      * rank's; the others' stderr is silent (attn_mpi.c), rank 0 says it. */
-    if (cli_help_asked(argc, argv, BENCH_SETTINGS)) { /* anywhere, before anything else is read */
+    int code = mpi_bench_args_parse(argc, argv, size, &b);
+    if (code < 0) { /* --help */
         if (rank == 0) cli_print_usage(stdout, BENCH_USAGE);
         return 0;
     }
-    if ((code = cli_check_repeats(argc, argv, BENCH_SETTINGS))) return code;
-    for (int i = 2; i < argc && !code;) {
-        const char *val = NULL;
-        if (strcmp(argv[i], "--quick") == 0) {
-            quick = true, i++;
-        } else if (cli_option(argc, argv, &i, NULL, "--seq", &val, &code)) {
-            if (val && !cli_parse_int(val, 2L * size, INT32_MAX, &seq))
-                code = cli_bad_value("--seq", val, "is not a whole number from twice the ranks (%d) to %d", 2 * size,
-                                     INT32_MAX);
-        } else if (cli_option(argc, argv, &i, NULL, "--layout", &val, &code)) {
-            if (val && strcmp(val, "zigzag") && strcmp(val, "contiguous"))
-                code = cli_bad_value("--layout", val, "is not zigzag or contiguous");
-            else if (val) layout = strcmp(val, "contiguous") == 0 ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
-        } else if (cli_option(argc, argv, &i, NULL, "--timeout", &val, &code)) {
-            double t = 0;
-            if (val && !(cli_parse_double(val, &t) && t > 0 && t < ATTN_MPI_TIMEOUT_MAX))
-                code = cli_bad_value("--timeout", val, "is not a number of seconds above 0 and below %g", ATTN_MPI_TIMEOUT_MAX);
-            else if (val) deadline_set_timeout(t);
-        } else {
-            code = cli_error(EXIT_USAGE, "unknown bench argument '%s' (see attn-mpi bench --help)", argv[i]);
-        }
-    }
     if (code) return code;
+    deadline_set_timeout(b.timeout_s);
     /* --quick and --seq in either order: one length, --seq's if given
      * (--quick after --seq replaced it with its own). */
-    if (quick) seqs[0] = 256 * size, nseq = 1, reps = 1;
-    if (seq) seqs[0] = seq, nseq = 1;
+    if (b.quick) seqs[0] = 256 * size, nseq = 1, reps = 1;
+    if (b.seq) seqs[0] = b.seq, nseq = 1;
+    attn_mpi_layout layout = b.layout == ATTN_MPI_ARGS_CONTIGUOUS ? ATTN_MPI_CONTIGUOUS : ATTN_MPI_ZIGZAG;
     /* A length's tensors before any is allocated: rank 0's whole q, k, v
      * and out for the single run, beside the ranks' shards of the same (on
      * one node when mpirun runs them on one machine), 8 H L E floats. Over
@@ -246,9 +220,9 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
      * for hours. */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0, need = 8.0 * 8 * 64 * 4 * (double)seqs[0];
-    if (seq && memory > 0 && need > memory / 2)
+    if (b.seq && memory > 0 && need > memory / 2)
         return cli_error(EXIT_USAGE, "--seq %ld needs %.1f GiB for its tensors (8 heads of 64, f32: q, k, v and out on one "
-                         "rank and in the ranks' shards), over half of this node's %.1f GiB: give a shorter length", seq,
+                         "rank and in the ranks' shards), over half of this node's %.1f GiB: give a shorter length", b.seq,
                          need / 1073741824.0, memory / 1073741824.0);
     int node_ranks, per_rank = threads_per_rank(&node_ranks);
     cpu_set_t mask;

@@ -180,6 +180,7 @@ def main():
     mha_seeds(mark)
     refusal_seeds()
     sdpa_load_seeds(mark)
+    bench_args_seeds()
 
 
 def sdpa_load_seeds(mark):
@@ -259,6 +260,58 @@ def refusal_seeds():
         "layout_without_value": mpi + ["--layout"],
     }.items():
         write("mpi_args", n, "\0".join(a))
+
+
+def bench_args_seeds():
+    """The benchmark's options (fuzz_bench_args: the arguments after
+    "attn-bench", and again after "attn-mpi bench"): each option, and each
+    error either parser has."""
+    for n, a in {
+        # attn bench: each option and section
+        "quick": ["--quick"],
+        "quick_json": ["--quick", "--json"],
+        **{"section_" + s: ["--quick", "--" + s] for s in
+           ("backward", "layer", "variants", "varlen", "decode", "overhead", "paged", "kv")},
+        "threads": ["--threads", "4", "--json"],
+        "threads_joined": ["--threads=256", "--layer"],
+        "ggml": ["--ggml", "dir", "--quick"],
+        "ggml_joined": ["--json", "--ggml=dir"],
+        "help_after_bad_value": ["--threads", "0", "--help"],
+        "help_short_after_sections": ["--decode", "--kv", "-h"],
+        "help_as_ggml_dir": ["--ggml", "--help"],
+        # attn bench: each error
+        "unknown": ["--quick", "--frobnicate"],
+        "threads_zero": ["--threads", "0"],
+        "threads_not_whole": ["--threads", "5x"],
+        "threads_too_many": ["--threads=257"],
+        "threads_without_value": ["--quick", "--threads"],
+        "ggml_without_value": ["--ggml"],
+        "ggml_empty": ["--ggml="],
+        "ggml_empty_next": ["--ggml", ""],
+        "two_sections": ["--decode", "--kv"],
+        "section_and_ggml": ["--varlen", "--ggml", "dir"],
+        "ggml_and_section": ["--ggml=dir", "--paged"],
+        "quick_twice": ["--quick", "--quick"],
+        "threads_twice": ["--threads", "2", "--threads=3"],
+        "section_twice": ["--kv", "--kv"],
+        "mpi": ["--mpi"],
+        "error_then_more": ["--threads", "0", "--quick"],
+        "section_joined": ["--kv=1"],
+        "section_prefix": ["--kvx"],
+        "ggml_prefix": ["--ggmlx=dir"],
+        # attn-mpi bench: each option and error
+        "mpi_seq_layout": ["--quick", "--seq", "64", "--layout", "contiguous"],
+        "mpi_seq_joined": ["--seq=4096", "--layout=zigzag"],
+        "mpi_seq_short": ["--seq", "1"],
+        "mpi_seq_not_whole": ["--seq", "abc"],
+        "mpi_seq_past_int32": ["--seq", "2147483648"],
+        "mpi_seq_without_value": ["--seq"],
+        "mpi_seq_twice": ["--seq", "64", "--seq=128"],
+        "mpi_layout_unknown": ["--layout", "ring"],
+        "mpi_layout_without_value": ["--quick", "--layout"],
+        "mpi_help_after_bad_value": ["--seq", "abc", "-h"],
+    }.items():
+        write("bench_args", n, "\0".join(a))
 
 
 def mha_seeds(mark):
