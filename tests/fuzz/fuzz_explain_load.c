@@ -33,11 +33,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
             tokens[n] = 0;
         } else if (n > 0 || stop < end) {
             char *path = paths[part - 1];
-            snprintf(path, sizeof paths[0], "/tmp/attn_fuzz_" "XX" "XX" "XX"); /* a mkstemp template */
-            int fd = mkstemp(path);
-            if (fd < 0) break;
-            if (write(fd, p, n) != (ssize_t)n) n = 0;
-            close(fd);
+            if (!piece_file(path, p, n)) break;
             made |= 1 << (part - 1);
             argv[argc++] = (char *)FLAGS[part];
             argv[argc++] = path;

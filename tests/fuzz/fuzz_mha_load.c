@@ -88,11 +88,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         size_t n = (size_t)(stop - p);
         if (n > 0 || part == 0 || part == 3) { /* -x and --weights always: the command needs them */
             char *path = paths[part];
-            snprintf(path, sizeof paths[0], "/tmp/attn_fuzz_" "XX" "XX" "XX"); /* a mkstemp template */
-            int fd = mkstemp(path);
-            if (fd < 0) break;
-            if (write(fd, p, n) != (ssize_t)n) n = 0;
-            close(fd);
+            if (!piece_file(path, p, n)) break;
             made |= 1 << part;
             argv[argc++] = (char *)FLAGS[part];
             argv[argc++] = path;
