@@ -35,7 +35,9 @@
  * ("duplicating the communicator: the ranks did not all answer ..."), or
  * a ring message: the receive from the left neighbour, the send to the
  * right one, or both. The communicator is then unusable, and MPI may still
- * hold the operations that did not complete: the caller should MPI_Abort. */
+ * hold the operations that did not complete: the caller should MPI_Abort.
+ * The ring's buffers those operations read and write are then left
+ * allocated (leaked), never freed while MPI may still use them. */
 #ifndef ATTN_MPI_H
 #define ATTN_MPI_H
 

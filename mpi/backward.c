@@ -91,7 +91,7 @@ static void step(ring *R, bwd *b, const char *kv, char *g, int src, MPI_Request 
 /* Post a send of `bytes` from `from` to the right and a receive into `into`
  * from the left; false when MPI refuses. */
 static bool exchange(ring *R, MPI_Request req[2], char *from, int64_t bytes, char *into, int64_t cap, int tag) {
-    R->stats.bytes_sent += bytes;
+    R->stats.bytes_sent += bytes, R->in_flight = true;
     return MPI_Irecv(into, (int)cap, MPI_BYTE, R->left, tag, R->comm, &req[0]) == MPI_SUCCESS &&
            MPI_Isend(from, (int)bytes, MPI_BYTE, R->right, tag, R->comm, &req[1]) == MPI_SUCCESS;
 }
@@ -226,7 +226,8 @@ attn_status attn_mpi_sdpa_backward(MPI_Comm comm, attn_tensor *dq, attn_tensor *
     if (!st && R.empty) st = attn_ring_agree(&R, local(&R, g, dout, q, k, v, out, lse, err), err);
     else if (!st) st = attn_ring_agree(&R, run(&R, &b, err), err);
     if (!st && !R.empty) st = write_out(&R, &b, g, err);
-    for (int i = 0; i < 2; i++) free(b.kv[i]), free(b.g[i]);
+    if (!R.in_flight) /* else MPI may still use them (see ring.h) */
+        for (int i = 0; i < 2; i++) free(b.kv[i]), free(b.g[i]);
     free(b.piece), free(b.dq_acc.data);
     attn_ring_close(&R);
     return st;

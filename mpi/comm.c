@@ -67,16 +67,25 @@ attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, attn_error *err) {
     int rc = poll_until(req, n, R->timeout, &R->stats.wait_s, &late);
     if (rc != MPI_SUCCESS)
         return mpi_fail(err, rc, "a message to or from a neighbour failed", -1);
-    if (!late) return ATTN_OK;
+    if (!late) {
+        R->in_flight = false;
+        return ATTN_OK;
+    }
     /* Which of them is still pending: MPI_Testall changes nothing unless
      * all completed, MPI_Test each one on its own. */
     bool recv_late = false, send_late = false;
     for (int i = 0; i < n; i++) {
         int done = 0;
-        if (MPI_Test(&req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) {
+        rc = MPI_Test(&req[i], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "a message to or from a neighbour failed", -1);
+        if (!done) {
             if (i % 2 == 0) recv_late = true;
             else send_late = true;
         }
+    }
+    if (!recv_late && !send_late) { /* all came in since the last poll */
+        R->in_flight = false;
+        return ATTN_OK;
     }
     if (recv_late && send_late && R->left == R->right)
         return ring_fail(err, ATTN_ERR_COMM, "neither the receive from rank %d nor the send to it completed within %g s: "

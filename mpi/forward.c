@@ -82,6 +82,7 @@ static attn_status run(ring *R, fwd *f, attn_error *err) {
         MPI_Request req[2];
         char *cur = f->buf[t % 2], *nxt = f->buf[(t + 1) % 2];
         if (t + 1 < R->size) {
+            R->in_flight = true;
             int64_t bytes = ring_bytes(f->k->dtype, f->k, dk, ks.rows) + ring_bytes(f->v->dtype, f->v, dv, ks.rows);
             if (MPI_Irecv(nxt, (int)f->kv_max, MPI_BYTE, R->left, RING_TAG_KV, R->comm, &req[0]) != MPI_SUCCESS ||
                 MPI_Isend(cur, (int)bytes, MPI_BYTE, R->right, RING_TAG_KV, R->comm, &req[1]) != MPI_SUCCESS)
@@ -173,7 +174,8 @@ attn_status attn_mpi_sdpa(MPI_Comm comm, attn_tensor *out, attn_tensor *lse, con
     if (R.comm == MPI_COMM_NULL) return st;
     if (!st) st = attn_ring_agree(&R, plan(&R, &f, out, lse, q, k, v, err), err); /* all ranks go on, or none */
     if (!st) st = attn_ring_agree(&R, R.empty ? local(&R, out, lse, q, k, v, err) : run(&R, &f, err), err);
-    free(f.buf[0]), free(f.buf[1]), free(f.part), free(f.own_lse);
+    if (!R.in_flight) free(f.buf[0]), free(f.buf[1]); /* else MPI may still use them (see ring.h) */
+    free(f.part), free(f.own_lse);
     attn_ring_close(&R);
     return st;
 }

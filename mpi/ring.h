@@ -22,6 +22,11 @@ typedef struct ring {
     bool empty;              /* no (query, key) pair anywhere: L, S or a batch dimension is 0 (attn_ring_lengths) */
     attn_mpi_stats stats;
     attn_mpi_stats *stats_out;
+    /* Ring messages are posted (set before posting, cleared when a wait sees
+     * them through): after a failure with this set, MPI may still write into
+     * the ring's receive buffers or read its send buffers, so they are left
+     * allocated (leaked) rather than freed under it. */
+    bool in_flight;
 } ring;
 
 /* err set to status and the formatted message; returns status (attn.h's). */
@@ -40,7 +45,8 @@ void attn_ring_close(ring *R);
  * from the left neighbour, req[1], req[3], ... sends to the right one.
  * ATTN_ERR_COMM if they fail or do not complete, saying which of the two
  * directions did not (the receive from rank L, the send to rank R, both).
- * The time waited is added to stats.wait_s. */
+ * The time waited is added to stats.wait_s; R->in_flight is cleared once
+ * all completed. */
 attn_status attn_ring_wait(ring *R, MPI_Request *req, int n, attn_error *err);
 /* Let MPI move messages along while the caller computes (no waiting). */
 void attn_ring_progress(MPI_Request *req, int n);

@@ -598,9 +598,11 @@ def main():
         c.report("fault_rank_0_stopped_rank_1_says_it", "hangs: no answer after 60 s")
     # attn-mpi bench's collectives, under its --timeout: a rank stopped as
     # the ranks look for their node's (MPI_Comm_split_type, which has no
-    # nonblocking form) or before a ring run's barrier.
+    # nonblocking form), before a ring run's barrier, or while rank 0 runs
+    # on the whole sequence (where rank 0, last to the barrier, finds it).
     for how, want in (("stop-bench-split", "finding the ranks on this node (MPI_Comm_split_type): " + late),
-                      ("stop-bench", "starting a ring run: " + late)):
+                      ("stop-bench", "starting a ring run: " + late),
+                      ("stop-bench-single", "waiting for the ranks after the single-rank run: " + late)):
         t0 = time.time()
         name = "fault_%s_one_rank_ends_the_job" % how.replace("-", "_")
         try:

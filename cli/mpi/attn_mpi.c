@@ -250,7 +250,7 @@ static void print_stats(const attn_mpi_stats *s) {
 static int same_output(int slot, const char *path, const char *tmp, char *msg, size_t n) {
     FILE *fp = rank_ == 0 ? fopen(tmp, "wb") : NULL;
     int why = errno;
-    if (fp) fclose(fp);
+    if (fp) fclose(fp), deadline_temp(slot, tmp); /* from now: a rank lost at the agreement below leaves no file */
     if (agree(rank_ == 0 && !fp && snprintf(msg, n, "cannot create %s: %s", tmp, strerror(why)) > 0, msg, n)) return 1;
     deadline_temp(slot, tmp); /* removed by whichever rank ends the job, should one be lost from here */
     struct stat sb;

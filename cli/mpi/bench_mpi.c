@@ -55,13 +55,20 @@ static float *random_floats(int64_t n, unsigned seed) {
 }
 
 /* A barrier that sleeps while it waits: MPI_Barrier spins, and would take
- * a core from rank 0's single-node run. It has no deadline: the others
- * wait here for that run, as long as it takes. */
-static void quiet_barrier(void) {
+ * a core from rank 0's single-node run. The others have no deadline here:
+ * they wait for that run, as long as it takes. Rank 0 comes last, after
+ * it, and waits with the deadline: a rank lost before the barrier ends
+ * the job instead of leaving rank 0 waiting for ever. */
+static void quiet_barrier(int rank) {
     MPI_Request req;
     int done = 0;
     struct timespec nap = {0, 1000000};
+    deadline_fault("bench-single");
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    if (rank == 0) {
+        deadline_wait(&req, 1, MPI_STATUSES_IGNORE, "waiting for the ranks after the single-rank run");
+        return;
+    }
     while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) nanosleep(&nap, NULL);
 }
 
@@ -144,7 +151,7 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
         }
         free(Q), free(K), free(V), free(O);
     }
-    quiet_barrier(); /* the other ranks sleep meanwhile */
+    quiet_barrier(rank); /* the other ranks sleep meanwhile */
     ctx.num_threads = per_rank;
     for (int r = 0; r < reps; r++) {
         deadline_barrier(MPI_COMM_WORLD, "bench", "starting a ring run");

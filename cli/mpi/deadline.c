@@ -89,8 +89,8 @@ void deadline_fault(const char *point) {
 
 static const char LATE[] = "the ranks did not all answer within %g s: one stopped, failed or hangs";
 
-void deadline_wait(MPI_Request *req, int n, MPI_Status *statuses, const char *what) {
-    double deadline = MPI_Wtime() + timeout_;
+static void wait_for(MPI_Request *req, int n, MPI_Status *statuses, const char *what, double seconds) {
+    double deadline = MPI_Wtime() + seconds;
     long nap_ns = 20000; /* 20 µs at first for a quick answer, then up to 1 ms: a long wait leaves the core to others */
     for (;;) {
         int done = 0, rc = MPI_Testall(n, req, &done, statuses);
@@ -103,13 +103,21 @@ void deadline_wait(MPI_Request *req, int n, MPI_Status *statuses, const char *wh
         if (done) return;
         if (MPI_Wtime() > deadline) {
             char late[200];
-            snprintf(late, sizeof late, LATE, timeout_);
+            snprintf(late, sizeof late, LATE, seconds);
             deadline_lost("%s: %s", what, late);
         }
         struct timespec nap = {0, nap_ns};
         nanosleep(&nap, NULL);
         nap_ns = nap_ns < 500000 ? nap_ns * 2 : 1000000;
     }
+}
+
+void deadline_wait(MPI_Request *req, int n, MPI_Status *statuses, const char *what) {
+    wait_for(req, n, statuses, what, timeout_);
+}
+
+void deadline_wait_io(MPI_Request *req, MPI_Status *status, const char *what, double bytes) {
+    wait_for(req, 1, status, what, timeout_ + bytes / 1048576.0);
 }
 
 /* A collective that MPI refused to start: no rank can go on alone. */
@@ -184,6 +192,7 @@ void deadline_enter(MPI_Comm comm, const char *point, const char *what) {
     snprintf(late, sizeof late, LATE, timeout_);
     int len = snprintf(alarm_line_, sizeof alarm_line_, "attn: error: rank %d: %s: %s\n", rank_, what, late);
     alarm_len_ = len < 0 ? 0 : (size_t)len < sizeof alarm_line_ ? (size_t)len : sizeof alarm_line_ - 1;
+    if (alarm_len_ > 0) alarm_line_[alarm_len_ - 1] = '\n'; /* a long path cut short still ends its line */
     alarm_fd_ = fileno(loud_ ? loud_ : stderr);
     fflush(loud_ ? loud_ : stderr);
     /* In turn, as deadline_lost speaks, but twice as far apart: the

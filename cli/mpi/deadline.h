@@ -53,6 +53,11 @@ void deadline_fault(const char *point);
  * error is deadline_lost too: the ranks cannot agree on it. */
 void deadline_wait(MPI_Request *req, int n, MPI_Status *statuses, const char *what);
 
+/* deadline_wait for a collective read or write of a file moving `bytes`
+ * on this rank: the deadline is a second later for each MiB, so that a
+ * large shard on a slow file system is not taken for a lost rank. */
+void deadline_wait_io(MPI_Request *req, MPI_Status *status, const char *what, double bytes);
+
 /* Blocking collectives made bounded, on comm, at fault point `point`. */
 void deadline_allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                         const char *point, const char *what);

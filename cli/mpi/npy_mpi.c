@@ -70,10 +70,11 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
     MPI_Offset size = 0;
     MPI_File_get_size(f->fh, &size);
     enum { HEAD = 65536 + 16 }; /* the longest header attn_npy_header takes, and its prefix */
-    unsigned char *head = malloc(HEAD);
+    /* Static, not allocated: a rank whose allocation failed would leave
+     * the collective read below, which the others then wait in. */
+    static unsigned char head[HEAD];
     int got = 0;
     MPI_Status status;
-    if (!head) return snprintf(msg, n, "out of memory"), 1;
     MPI_Request req;
     deadline_fault("header");
     rc = MPI_File_iread_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &req);
@@ -83,7 +84,6 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
     }
     attn_error err;
     int bad = rc != MPI_SUCCESS || npy_mpi_header(&f->info, &f->swap, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
-    free(head);
     if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot read", path, rc);
     else if (bad) snprintf(msg, n, "%s: %s", f->name, err.message);
     return bad;
@@ -149,7 +149,8 @@ static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64
         deadline_leave();
         if (rc == MPI_SUCCESS) deadline_fault("read"), rc = MPI_File_iread_all(f->fh, buf, (int)count, elem, &req);
         if (rc == MPI_SUCCESS)
-            deadline_wait(&req, 1, MPI_STATUSES_IGNORE, doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_iread_all"));
+            deadline_wait_io(&req, MPI_STATUSES_IGNORE, doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_iread_all"),
+                             (double)count * (double)es);
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot read", f->path, rc);
     }
     for (int64_t i = 0; !bad && f->swap && es > 1 && i < count; i++) /* big-endian: into the host's order */
@@ -263,7 +264,8 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
         if (!bad && rc == MPI_SUCCESS)
             deadline_fault("write"), rc = MPI_File_iwrite_all(fh, block.data, (int)attn_tensor_numel(&block), elem, &req);
         if (!bad && rc == MPI_SUCCESS)
-            deadline_wait(&req, 1, MPI_STATUSES_IGNORE, doing(what, sizeof what, "writing the rows of", path, "MPI_File_iwrite_all"));
+            deadline_wait_io(&req, MPI_STATUSES_IGNORE, doing(what, sizeof what, "writing the rows of", path, "MPI_File_iwrite_all"),
+                             (double)attn_tensor_numel(&block) * (double)es);
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot write", path, rc);
         free(block.data);
         MPI_Type_free(&type);
