@@ -465,6 +465,8 @@ static void row_statistics(const bwd_job *j, const workspace *w, const attn_grad
 static void pack_keys(const bwd_job *j, const workspace *w, const attn_grad_problem *g, int64_t j0, int64_t nc,
                       int64_t nc_pad, bool grads) {
     int64_t ldk = ldk_of(j);
+    /* w->tmp holds a row, not ATTN_PACK_GROUPED_TMP floats: backward's keys
+     * are tensors, never a cache's keys quantized per channel (grouped). */
     attn_pack_transposed(j->uk, w->kt, ldk, nc_pad, &g->f.k, j0, nc, w->tmp);
     if (g->f.rope) attn_rope_apply_f32(w->kt, 1, ldk, nc, g->f.rope, g->f.rope_k0 + j0, 1);
     scale_rows(w->kt, ldk, j->E, nc, g->f.scale); /* for S = Q (scale K)ᵀ */
