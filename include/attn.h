@@ -55,8 +55,10 @@
  *     more than about 13 KiB, of fixed size (attn_kernel_walk_run's;
  *     in attention, 9 KiB: a row of a cache with the Hadamard rotation
  *     quantized, in doubles). So a caller's thread with a small stack (a
- *     coroutine's, a pthread_attr_setstacksize of 32 KiB) can make any
- *     call and keep 12 KiB for its own frames. The frames are gcc's
+ *     coroutine's; a thread's whose usable stack is 32 KiB: glibc takes
+ *     the thread's TLS and descriptor out of what
+ *     pthread_attr_setstacksize gives) can make any call and keep 12 KiB
+ *     for its own frames. The frames are gcc's
  *     -fstack-usage on x86-64 at -O2; the deepest chains run from
  *     attn_mha_cached (the rows appended, quantized; then attention)
  *     and attn_mha_backward through the layer's and attention's plans
