@@ -39,9 +39,10 @@ static int rank_, size_;
 static FILE *loud; /* this rank's own stderr: rank 0's is stderr; the others' is kept for a lost rank */
 
 /* One status for all ranks: 0, or the first failing rank's code with its
- * message in msg on every rank. The first call is fault point "agree". */
+ * message in msg on every rank. A code of -1 (npy_mpi.h) is a failure
+ * another rank has, and says. The first call is fault point "agree". */
 static int agree(int code, char *msg, size_t n) {
-    int mine = code ? rank_ : size_, first = size_;
+    int mine = code > 0 ? rank_ : size_, first = size_;
     deadline_allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, "agree", "agreeing on the ranks' errors");
     if (first == size_) return 0;
     struct { int code; char text[ATTN_ERROR_MESSAGE_SIZE + 256]; } what;
@@ -376,12 +377,15 @@ static int run(const mpi_args *a) {
         attn_tensor_init(&out, NULL, in[0].dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32, rank, shape, NULL, NULL);
         attn_tensor_init(&lse, NULL, out.dtype, rank - 1, shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * 8 + 8), lse.data = malloc((size_t)attn_tensor_numel(&lse) * 8 + 8);
+        /* Agreed before the ring: a rank without its outputs cannot take
+         * part, and the others would wait in the ring's collectives until
+         * the timeout named them instead of the memory. */
+        code = agree((!out.data || !lse.data) && snprintf(msg, sizeof msg, "out of memory for the outputs") > 0, msg,
+                     sizeof msg) ? EXIT_DATA : 0;
         deadline_fault("");
-        attn_status st = out.data && lse.data ? attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &in[0], &in[1], &in[2], &mo, &err)
-                                              : ATTN_ERR_NO_MEMORY;
+        attn_status st = code ? ATTN_OK : attn_mpi_sdpa(MPI_COMM_WORLD, &out, &lse, &in[0], &in[1], &in[2], &mo, &err);
         if (st == ATTN_ERR_COMM) deadline_lost("%s", err.message); /* the ring is broken: said from here, the job brought down */
-        if (st) code = snprintf(msg, sizeof msg, "%s", st == ATTN_ERR_NO_MEMORY && !out.data ? "out of memory" : err.message) > 0;
-        code = agree(code, msg, sizeof msg) ? EXIT_DATA : 0;
+        if (!code) code = agree(st && snprintf(msg, sizeof msg, "%s", err.message) > 0, msg, sizeof msg) ? EXIT_DATA : 0;
         if (!code) code = write_outputs(a, outs, &out, a->lse ? &lse : NULL, L, msg, sizeof msg);
         if (!code && a->stats) print_stats(&stats);
     }

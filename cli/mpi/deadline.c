@@ -87,6 +87,13 @@ void deadline_fault(const char *point) {
     if (strncmp(f, "kill", 4) == 0) raise(SIGKILL);
 }
 
+int deadline_failing(const char *point) {
+    const char *f = getenv("ATTN_MPI_FAULT"), *colon = f ? strchr(f, ':') : NULL;
+    size_t p = strlen(point);
+    return colon && atoi(colon + 1) == rank_ && (size_t)(colon - f) == 5 + p && strncmp(f, "fail-", 5) == 0 &&
+           strncmp(f + 5, point, p) == 0;
+}
+
 static const char LATE[] = "the ranks did not all answer within %g s: one stopped, failed or hangs";
 
 static void wait_for(MPI_Request *req, int n, MPI_Status *statuses, const char *what, double seconds) {

@@ -47,6 +47,12 @@ void deadline_temp(int i, const char *path);
  * collective below passes its point. */
 void deadline_fault(const char *point);
 
+/* For the tests too: whether ATTN_MPI_FAULT is "fail-POINT:R" with R this
+ * rank, where the caller then fails as it would on its own (an allocation
+ * or an open that fails on one rank only), so that the tests see every
+ * rank leave together with that rank's error. */
+int deadline_failing(const char *point);
+
 /* Wait for n requests (nonblocking collectives, or messages) until the
  * deadline, their statuses into statuses (or MPI_STATUSES_IGNORE); past
  * it, deadline_lost("WHAT: the ranks did not all answer ..."). An MPI

@@ -47,6 +47,31 @@ attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head,
     return st;
 }
 
+/* A collective the others entered, which MPI refused to start on this
+ * rank: this rank cannot take part, and no agreement can follow. */
+static _Noreturn void refused(const char *what, const char *path, int rc) {
+    char msg[4400];
+    mpi_text(msg, sizeof msg, what, path, rc);
+    deadline_lost("%s", msg);
+}
+
+/* A failure of this rank alone (an allocation, a subarray type, an open
+ * that one node refuses), agreed with the others before the next group of
+ * collectives. A rank that left early would meet the others' collective
+ * with another of its own (its next MPI_Ibarrier matched with their
+ * MPI_Iallreduce: an erroneous program), or leave them waiting out the
+ * deadline and naming the wrong call. 0 when no rank failed; 1 on a rank
+ * that failed, its msg saying why; -1 on the others, for the caller's
+ * agreement on errors (agree in attn_mpi.c) then takes the failing rank's
+ * message. */
+static int failed_anywhere(int bad, MPI_Comm comm, const char *what, const char *name) {
+    int mine = bad != 0, any = 0;
+    char doing[4400];
+    snprintf(doing, sizeof doing, "agreeing on the ranks' errors %s %s", what, name);
+    deadline_allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm, "ready", doing);
+    return mine ? 1 : any ? -1 : 0;
+}
+
 /* What a collective on f is doing, for the error when a rank does not
  * answer: "opening -q q.npy (MPI_File_open)". */
 static const char *doing(char *what, size_t size, const char *verb, const char *name, const char *call) {
@@ -61,10 +86,21 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
     deadline_enter(comm, "open", doing(what, sizeof what, "opening", f->name, "MPI_File_open"));
     int rc = MPI_File_open(comm, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &f->fh);
     deadline_leave();
-    if (rc != MPI_SUCCESS) {
+    /* For the tests: the open taken as failed on this rank alone, its file
+     * forgotten as below. (A name that fails here alone keeps Open MPI's
+     * other ranks inside MPI_File_open, which only its timer ends: same_file
+     * opened the file on every rank before, to find such a rank.) */
+    if (rc == MPI_SUCCESS && deadline_failing("open")) rc = MPI_ERR_NO_SUCH_FILE;
+    if (rc != MPI_SUCCESS) f->fh = MPI_FILE_NULL, mpi_text(msg, n, "cannot open", path, rc);
+    /* The open may fail on some ranks only (a node that cannot read the
+     * file): agreed before the header's collective read, which a rank
+     * without the file cannot take part in. The ranks that opened it then
+     * leave it open, forgotten: MPI_File_close is collective over every
+     * rank of comm, the ones without it too, and the job ends next. */
+    int failed = failed_anywhere(rc != MPI_SUCCESS, comm, "opening", f->name);
+    if (failed) {
         f->fh = MPI_FILE_NULL;
-        mpi_text(msg, n, "cannot open", path, rc);
-        return 1;
+        return failed;
     }
     MPI_File_set_errhandler(f->fh, MPI_ERRORS_RETURN);
     MPI_Offset size = 0;
@@ -78,14 +114,14 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
     MPI_Request req;
     deadline_fault("header");
     rc = MPI_File_iread_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &req);
-    if (rc == MPI_SUCCESS) {
-        deadline_wait(&req, 1, &status, doing(what, sizeof what, "reading the header of", f->name, "MPI_File_iread_at_all"));
-        MPI_Get_count(&status, MPI_BYTE, &got);
-    }
+    if (rc != MPI_SUCCESS) refused("cannot read", path, rc);
+    deadline_wait(&req, 1, &status, doing(what, sizeof what, "reading the header of", f->name, "MPI_File_iread_at_all"));
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    /* A bad header (every rank's, or this rank's alone): the caller agrees
+     * on it before any other collective. */
     attn_error err;
-    int bad = rc != MPI_SUCCESS || npy_mpi_header(&f->info, &f->swap, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
-    if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot read", path, rc);
-    else if (bad) snprintf(msg, n, "%s: %s", f->name, err.message);
+    int bad = npy_mpi_header(&f->info, &f->swap, head, (size_t)got, (uint64_t)size, &err) != ATTN_OK;
+    if (bad) snprintf(msg, n, "%s: %s", f->name, err.message);
     return bad;
 }
 
@@ -129,28 +165,36 @@ static int subarray(MPI_Datatype *type, MPI_Datatype elem, int rank, const int64
 }
 
 /* Read rows [start, start + len) along dim into dst (C-contiguous, the
- * subarray's shape). */
-static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64_t len, char *msg, size_t n) {
+ * subarray's shape), with every rank of f->comm. bad: this rank failed
+ * already (msg says why), and only takes part in the agreement. 0, 1 with
+ * msg, or -1: another rank failed (failed_anywhere). */
+static int read_part(npy_mpi *f, attn_tensor *dst, int dim, int64_t start, int64_t len, int bad, char *msg, size_t n) {
     const attn_npy_info *h = &f->info;
     size_t es = attn_dtype_size(h->dtype);
     MPI_Datatype elem, type = MPI_DATATYPE_NULL;
     MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
     MPI_Type_commit(&elem);
-    int bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, f->name, msg, n);
+    if (!bad) bad = subarray(&type, elem, h->rank, h->shape, h->fortran_order, dim, start, len, f->name, msg, n);
     int64_t count = attn_tensor_numel(dst);
-    char *buf = h->fortran_order ? malloc((size_t)count * es + 1) : dst->data;
-    if (!bad && !buf) bad = 1, snprintf(msg, n, "out of memory");
-    int rc = MPI_SUCCESS;
+    char *buf = bad ? NULL : h->fortran_order ? malloc((size_t)count * es + 1) : dst->data;
+    if (!bad && !buf) bad = 1, snprintf(msg, n, "out of memory for the rows of %s", f->name);
+    /* Agreed before the view's barrier: a rank without its type or buffer
+     * cannot take part in the view or the read. */
+    bad = failed_anywhere(bad, f->comm, "reading the rows of", f->name);
     if (!bad) {
         char what[4300];
         MPI_Request req;
         deadline_enter(f->comm, "view", doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_set_view"));
-        rc = MPI_File_set_view(f->fh, (MPI_Offset)h->data_offset, elem, type, "native", MPI_INFO_NULL);
+        int rc = MPI_File_set_view(f->fh, (MPI_Offset)h->data_offset, elem, type, "native", MPI_INFO_NULL);
         deadline_leave();
-        if (rc == MPI_SUCCESS) deadline_fault("read"), rc = MPI_File_iread_all(f->fh, buf, (int)count, elem, &req);
-        if (rc == MPI_SUCCESS)
-            deadline_wait_io(&req, MPI_STATUSES_IGNORE, doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_iread_all"),
-                             (double)count * (double)es);
+        /* A view that failed here alone: this rank reads nothing but still
+         * takes part in the read the others make, and says why after it
+         * (no agreement needed: the caller's is next). */
+        deadline_fault("read");
+        int read_rc = MPI_File_iread_all(f->fh, buf, rc == MPI_SUCCESS ? (int)count : 0, elem, &req);
+        if (read_rc != MPI_SUCCESS) refused("cannot read", f->path, read_rc);
+        deadline_wait_io(&req, MPI_STATUSES_IGNORE, doing(what, sizeof what, "reading the rows of", f->name, "MPI_File_iread_all"),
+                         (double)count * (double)es);
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot read", f->path, rc);
     }
     for (int64_t i = 0; !bad && f->swap && es > 1 && i < count; i++) /* big-endian: into the host's order */
@@ -180,20 +224,25 @@ int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh
     int64_t shape[ATTN_MAX_RANK];
     memcpy(shape, h->shape, sizeof shape);
     if (sh) shape[dim] = sh->rows;
-    for (int i = 0; sh && i < sh->count; i++) { /* each segment a read: refused before the rows' memory is taken */
+    /* Each failure below is this rank's alone (its shard's own lengths, an
+     * allocation) and agreed before the next read, which it could not
+     * take part in (failed_anywhere). */
+    int bad = 0;
+    for (int i = 0; sh && i < sh->count && !bad; i++) { /* each segment a read: refused before the rows' memory is taken */
         int64_t part[ATTN_MAX_RANK];
         memcpy(part, shape, sizeof part), part[dim] = sh->length[i];
-        if (too_many(h->rank, part, f->name, msg, n)) return 1;
+        bad = too_many(h->rank, part, f->name, msg, n);
     }
-    if (!sh && too_many(h->rank, shape, f->name, msg, n)) return 1;
+    if (!sh && !bad) bad = too_many(h->rank, shape, f->name, msg, n);
     memset(out, 0, sizeof *out);
     attn_tensor_init(out, NULL, h->dtype, h->rank, shape, NULL, NULL);
-    out->data = malloc((size_t)attn_tensor_numel(out) * attn_dtype_size(h->dtype) + 1);
-    if (!out->data) return snprintf(msg, n, "out of memory for %s", f->name), 1;
+    out->data = bad ? NULL : malloc((size_t)attn_tensor_numel(out) * attn_dtype_size(h->dtype) + 1);
+    if (!bad && !out->data) bad = snprintf(msg, n, "out of memory for %s", f->name) > 0;
+    if ((bad = failed_anywhere(bad, f->comm, "reading", f->name))) return bad;
     /* Nothing to read (a dimension of 0, alike on every rank: same_file
      * compared the shapes): MPI-IO takes no empty subarray. */
     if (attn_tensor_numel(out) == 0) return 0;
-    if (!sh) return read_part(f, out, -1, 0, 0, msg, n);
+    if (!sh) return read_part(f, out, -1, 0, 0, 0, msg, n);
     int64_t row = 0;
     for (int i = 0; i < sh->count; row += sh->length[i], i++) { /* each segment into a block, then into place */
         int64_t bs[ATTN_MAX_RANK];
@@ -201,19 +250,23 @@ int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh
         bs[dim] = sh->length[i];
         attn_tensor block;
         attn_tensor_init(&block, NULL, h->dtype, h->rank, bs, NULL, NULL);
-        block.data = malloc((size_t)attn_tensor_numel(&block) * attn_dtype_size(h->dtype) + 1);
-        int bad = !block.data || read_part(f, &block, dim, sh->start[i], sh->length[i], msg, n);
-        if (!bad) {
+        /* (For the tests: this rank's allocation fails.) */
+        block.data = bad || deadline_failing("read") ? NULL : malloc((size_t)attn_tensor_numel(&block) * attn_dtype_size(h->dtype) + 1);
+        if (!bad && !block.data) bad = snprintf(msg, n, "out of memory for the rows of %s", f->name) > 0;
+        int got = read_part(f, &block, dim, sh->start[i], sh->length[i], bad, msg, n);
+        if (!got) {
             attn_mpi_shard one = {1, {0, 0}, {sh->length[i], 0}, sh->length[i]};
             attn_tensor view = *out;
             view.shape[dim] = sh->length[i];
             view.data = (char *)out->data + row * out->strides[dim] * (int64_t)attn_dtype_size(h->dtype);
-            bad = attn_mpi_shard_rows(&view, &block, dim, &one, NULL) != ATTN_OK;
+            /* a failure here is agreed at the next segment's read, or by the caller */
+            if (attn_mpi_shard_rows(&view, &block, dim, &one, NULL) != ATTN_OK)
+                bad = snprintf(msg, n, "cannot read %s", f->path) > 0;
         }
         free(block.data);
-        if (bad) return msg[0] ? 1 : (snprintf(msg, n, "cannot read %s", f->path), 1);
+        if (got) return got;
     }
-    return 0;
+    return bad;
 }
 
 int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *whole_shape, int dim,
@@ -223,12 +276,19 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     attn_error err;
     if (attn_npy_format_header(head, sizeof head, &head_len, local->dtype, local->rank, whole_shape, &err))
         return snprintf(msg, n, "%s: %s", path, err.message), 1;
+    /* (The header's failure above is every rank's: whole_shape and the
+     * dtype are alike on all.) */
     MPI_File fh;
     char what[4300];
     deadline_enter(comm, "create", doing(what, sizeof what, "creating", path, "MPI_File_open"));
     int rc = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
     deadline_leave();
-    if (rc != MPI_SUCCESS) return mpi_text(msg, n, "cannot create", path, rc), 1;
+    if (rc == MPI_SUCCESS && deadline_failing("create")) rc = MPI_ERR_ACCESS; /* for the tests, as in npy_mpi_open */
+    if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot create", path, rc);
+    /* Agreed before the collectives on the file, as in npy_mpi_open (the
+     * ranks that opened it leave it open, forgotten). */
+    int failed = failed_anywhere(rc != MPI_SUCCESS, comm, "creating", path);
+    if (failed) return failed;
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
     deadline_enter(comm, "size", doing(what, sizeof what, "emptying", path, "MPI_File_set_size"));
     MPI_File_set_size(fh, 0);
@@ -236,7 +296,7 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     MPI_Status status;
     if (rank == 0) rc = MPI_File_write_at(fh, 0, head, (int)head_len, MPI_BYTE, &status);
     /* said after the collective writes below, which every rank must make */
-    int head_rc = rc, bad = 0;
+    int head_rc = rc, bad = 0; /* bad: 1 this rank failed (msg), -1 another did */
     size_t es = attn_dtype_size(local->dtype);
     MPI_Datatype elem;
     MPI_Type_contiguous((int)es, MPI_BYTE, &elem);
@@ -245,30 +305,41 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
     for (int d = 0; d < local->rank; d++) whole *= whole_shape[d];
     /* An array with no element is its header alone (every rank sees the
      * same whole_shape): MPI-IO takes no empty subarray. */
-    for (int i = 0; i < sh->count && !bad && whole; row += sh->length[i], i++) {
-        MPI_Datatype type;
-        if ((bad = subarray(&type, elem, local->rank, whole_shape, false, dim, sh->start[i], sh->length[i], path, msg, n))) break;
+    for (int i = 0; i < sh->count && whole; row += sh->length[i], i++) {
+        /* This rank's failures (its type, its block) agreed before the
+         * segment's view and write, which it could not take part in; a
+         * failed view or write of an earlier segment with them. */
+        MPI_Datatype type = MPI_DATATYPE_NULL;
+        if (!bad) bad = subarray(&type, elem, local->rank, whole_shape, false, dim, sh->start[i], sh->length[i], path, msg, n);
         attn_tensor view = *local, block;
         view.shape[dim] = sh->length[i];
         view.data = (char *)local->data + row * local->strides[dim] * (int64_t)es;
         attn_tensor_init(&block, NULL, local->dtype, local->rank, view.shape, NULL, NULL);
-        block.data = malloc((size_t)attn_tensor_numel(&block) * es + 1);
+        /* (For the tests: this rank's allocation fails.) */
+        block.data = bad || deadline_failing("write") ? NULL : malloc((size_t)attn_tensor_numel(&block) * es + 1);
+        if (!bad && !block.data) bad = snprintf(msg, n, "out of memory for the rows of %s", path) > 0;
         attn_mpi_shard one = {1, {0, 0}, {sh->length[i], 0}, sh->length[i]};
-        bad = !block.data || attn_mpi_unshard_rows(&block, &view, dim, &one, NULL) != ATTN_OK;
-        if (!bad) {
-            deadline_enter(comm, "wview", doing(what, sizeof what, "writing the rows of", path, "MPI_File_set_view"));
-            rc = MPI_File_set_view(fh, (MPI_Offset)head_len, elem, type, "native", MPI_INFO_NULL);
-            deadline_leave();
+        if (!bad && attn_mpi_unshard_rows(&block, &view, dim, &one, NULL) != ATTN_OK)
+            bad = snprintf(msg, n, "cannot write %s", path) > 0;
+        if ((bad = failed_anywhere(bad, comm, "writing the rows of", path))) { /* every rank leaves the loop */
+            free(block.data);
+            if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+            break;
         }
+        deadline_enter(comm, "wview", doing(what, sizeof what, "writing the rows of", path, "MPI_File_set_view"));
+        rc = MPI_File_set_view(fh, (MPI_Offset)head_len, elem, type, "native", MPI_INFO_NULL);
+        deadline_leave();
+        /* A view that failed here alone: this rank writes nothing but
+         * still takes part in the write the others make. */
         MPI_Request req;
-        if (!bad && rc == MPI_SUCCESS)
-            deadline_fault("write"), rc = MPI_File_iwrite_all(fh, block.data, (int)attn_tensor_numel(&block), elem, &req);
-        if (!bad && rc == MPI_SUCCESS)
-            deadline_wait_io(&req, MPI_STATUSES_IGNORE, doing(what, sizeof what, "writing the rows of", path, "MPI_File_iwrite_all"),
-                             (double)attn_tensor_numel(&block) * (double)es);
+        deadline_fault("write");
+        int write_rc = MPI_File_iwrite_all(fh, block.data, rc == MPI_SUCCESS ? (int)attn_tensor_numel(&block) : 0, elem, &req);
+        if (write_rc != MPI_SUCCESS) refused("cannot write", path, write_rc);
+        deadline_wait_io(&req, MPI_STATUSES_IGNORE, doing(what, sizeof what, "writing the rows of", path, "MPI_File_iwrite_all"),
+                         (double)attn_tensor_numel(&block) * (double)es);
         if (rc != MPI_SUCCESS) bad = 1, mpi_text(msg, n, "cannot write", path, rc);
         free(block.data);
-        MPI_Type_free(&type);
+        if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     }
     MPI_Type_free(&elem);
     deadline_enter(comm, "wclose", doing(what, sizeof what, "closing", path, "MPI_File_close"));

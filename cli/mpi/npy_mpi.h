@@ -24,16 +24,23 @@ attn_status npy_mpi_header(attn_npy_info *info, bool *swap, unsigned char *head,
                            attn_error *err);
 
 /* Open path on every rank of comm and parse its header. 0, or 1 with the
- * reason in msg (the same on every rank for a bad file). name (NULL: path)
- * is the file in messages about its contents, its flag with it. */
+ * reason in msg (the same on every rank for a bad file), or -1 where
+ * another rank failed and this one has no reason to give: the open and the
+ * read and write below agree among the ranks on a failure of one rank
+ * alone (an open, an allocation) before their next collective, so that
+ * every rank leaves them together; the caller's agreement on errors then
+ * takes the failing rank's message. name (NULL: path) is the file in
+ * messages about its contents, its flag with it. */
 int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, char *msg, size_t n);
 void npy_mpi_close(npy_mpi *f);
 /* Read this rank's rows (the shard sh along dimension dim) into a new
- * C-contiguous *out, or the whole array when sh is NULL. Collective.
- * Every collective here has the command's deadline (deadline.h). */
+ * C-contiguous *out, or the whole array when sh is NULL. Collective; 0,
+ * 1 with msg, or -1 (another rank failed). Every collective here has the
+ * command's deadline (deadline.h). */
 int npy_mpi_read(npy_mpi *f, attn_tensor *out, int dim, const attn_mpi_shard *sh, char *msg, size_t n);
 /* Write local, this rank's rows (the shard sh along dim) of an array of
- * whole_shape, into a new .npy file at path. Collective. */
+ * whole_shape, into a new .npy file at path. Collective; 0, 1 with msg,
+ * or -1 (another rank failed). */
 int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *whole_shape, int dim,
                   const attn_mpi_shard *sh, MPI_Comm comm, int rank, char *msg, size_t n);
 
