@@ -224,13 +224,19 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
      * one node when mpirun runs them on one machine), 8 H L E floats. Over
      * half the node's memory is refused: the run allocated what it could,
      * printed a table of failures ("data is NULL"), or swapped and computed
-     * for hours. */
+     * for hours. The least memory of the ranks' nodes decides, the same on
+     * every rank: nodes that differ would have some ranks refuse and leave
+     * while the others wait for them in the ring. */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0, need = 8.0 * 8 * 64 * 4 * (double)seqs[0];
-    if (b.seq && memory > 0 && need > memory / 2)
+    double memory = pages > 0 && page > 0 ? (double)pages * (double)page : HUGE_VAL, least = HUGE_VAL;
+    double need = 8.0 * 8 * 64 * 4 * (double)seqs[0];
+    if (deadline_failing("bench-memory")) memory = 1; /* for the tests: this node alone has (next to) none */
+    deadline_allreduce(&memory, &least, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, "bench-memory",
+                       "comparing the nodes' memory");
+    if (b.seq && least < HUGE_VAL && need > least / 2)
         return cli_error(EXIT_USAGE, "--seq %ld needs %.1f GiB for its tensors (8 heads of 64, f32: q, k, v and out on one "
-                         "rank and in the ranks' shards), over half of this node's %.1f GiB: give a shorter length", b.seq,
-                         need / 1073741824.0, memory / 1073741824.0);
+                         "rank and in the ranks' shards), over half of %s %.1f GiB: give a shorter length", b.seq,
+                         need / 1073741824.0, size > 1 ? "the smallest node's" : "this node's", least / 1073741824.0);
     int node_ranks, per_rank = threads_per_rank(&node_ranks);
     cpu_set_t mask;
     int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < per_rank * node_ranks;
