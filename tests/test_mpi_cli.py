@@ -553,10 +553,11 @@ def main():
               ("stop-agree", "agreeing on the ranks' errors: " + late),
               ("stop-file", "comparing -q %s on the ranks: " % q), ("stop-open", "opening -q %s (MPI_File_open): " % q + late),
               ("stop-header", late), ("stop-view", "reading the rows of -q %s (MPI_File_set_view): " % q + late),
-              ("stop-read", "reading the rows of -q %s " % q), ("stop-close", "closing -q %s (MPI_File_close): " % q + late),
+              ("stop-read", "reading the rows of -q %s" % q), ("stop-close", "closing -q %s (MPI_File_close): " % q + late),
               ("stop-stamp", late), ("stop-create", "(MPI_File_open): " + late), ("stop-size", "(MPI_File_set_size): " + late),
               ("stop-wview", "(MPI_File_set_view): " + late), ("stop-write", "writing the rows of "),
               ("stop-wclose", "(MPI_File_close): " + late), ("stop-stats", "--stats"),
+              ("stop-ready", "agreeing on the ranks' errors opening -q %s: " % q + late),
               ("stop-finalize", "ending MPI (MPI_Finalize): " + late),
               # past the barrier before a collective that has no nonblocking
               # form: the others' timers end the job (and leave no output
@@ -596,6 +597,48 @@ def main():
                  % (r.returncode, took, r.stderr[-400:], left))
     except subprocess.TimeoutExpired:
         c.report("fault_rank_0_stopped_rank_1_says_it", "hangs: no answer after 60 s")
+    # A rank that fails on its own (ATTN_MPI_FAULT=fail-POINT:R): an open
+    # of an input or of the output's temporary that fails on that rank
+    # alone, or its allocation for its rows as it reads or writes them.
+    # The ranks agree on the failure before their next collective, so the
+    # job ends at once, well before the timeout, with one error line that
+    # names the real cause, and no output. (The failing rank skipped the
+    # collectives the others entered: its next barrier met theirs of
+    # another collective, or they waited out the timeout and named it.)
+    for how, rank, want in (("fail-open", 1, "cannot open %s: " % q), ("fail-open", 2, "cannot open %s: " % q),
+                            ("fail-read", 1, "out of memory for the rows of -q %s" % q),
+                            ("fail-create", 1, "cannot create %s" % c.path("fault.npy")),
+                            ("fail-write", 2, "out of memory for the rows of %s" % c.path("fault.npy"))):
+        t0 = time.time()
+        name = "fault_%s_on_rank_%d_ends_the_job_at_once" % (how.replace("-", "_"), rank)
+        try:
+            r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("fault.npy"), "--timeout", "30"],
+                          env={"ATTN_MPI_FAULT": "%s:%d" % (how, rank)}, timeout=60)
+        except subprocess.TimeoutExpired:
+            c.report(name, "hangs: no answer after 60 s")
+            continue
+        took = time.time() - t0
+        lines = r.stderr.strip().splitlines()
+        left = [f for f in os.listdir(c.dir) if f.startswith("fault.npy")]
+        ok = r.returncode == 1 and took < 15 and len(lines) == 1 and lines[0].startswith("attn: error: ") and want in lines[0]
+        c.report(name, "" if ok and not left else "rc %d after %.1f s, stderr %r, files %s"
+                 % (r.returncode, took, r.stderr[-400:], left))
+    # attn-mpi bench --seq refuses a length over half the memory of the
+    # smallest of the ranks' nodes, on every rank together: a node with
+    # too little (fail-bench-memory:1) made its ranks alone refuse and
+    # leave while the others waited for them.
+    t0 = time.time()
+    try:
+        r = subprocess.run(c.mpirun + ["-np", "3", c.mpi, "bench", "--seq", "4096", "--timeout", "30"], capture_output=True,
+                           text=True, env=dict(os.environ, ATTN_MPI_FAULT="fail-bench-memory:1"), timeout=60)
+        took = time.time() - t0
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode == 2 and took < 15 and len(lines) == 1 and lines[0].startswith("attn: error: --seq 4096 needs ") \
+            and "over half of the smallest node's 0.0 GiB" in lines[0]
+        c.report("fault_bench_memory_on_rank_1_refused_by_all", "" if ok else "rc %d after %.1f s, stderr %r"
+                 % (r.returncode, took, r.stderr[-400:]))
+    except subprocess.TimeoutExpired:
+        c.report("fault_bench_memory_on_rank_1_refused_by_all", "hangs: no answer after 60 s")
     # attn-mpi bench's collectives, under its --timeout: a rank stopped as
     # the ranks look for their node's (MPI_Comm_split_type, which has no
     # nonblocking form), before a ring run's barrier, or while rank 0 runs
