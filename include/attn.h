@@ -1998,8 +1998,10 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * passes through the rounding. The forward is recomputed (projections,
  * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
  * the transposed products, all sums in double. f64 agrees with PyTorch's
- * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE or
- * ATTN_ERR_DTYPE for a gradient that does not match its parameter,
+ * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE for a
+ * gradient of another shape than its parameter's and ATTN_ERR_DTYPE for
+ * one of another dtype (a 16-bit parameter's: not f32 or f64; in 0.4.0
+ * and before, both were ATTN_ERR_SHAPE),
  * ATTN_ERR_NULL for one (or dout) with NULL data, and
  * ATTN_ERR_STRIDE (see above); nothing is written unless every check
  * passed. */

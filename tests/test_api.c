@@ -193,8 +193,8 @@ static void test_sdpa_errors(void) {
     check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK,
                  "mask has shape (3, 4), which does not broadcast to (2, 3, 5)", "err_mask_shape");
     o.mask = &mf32;
-    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK, "bool or f64",
-                 "err_mask_dtype");
+    check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK, "mask is f32; it must be bool or f64",
+                 "err_mask_dtype_named");
     o.mask = &mrank;
     check_status(sdpa4(&out, &q, &k, &v, &o, &err), &err, ATTN_ERR_MASK,
                  "mask has rank 4 but the output has rank 3", "err_mask_rank");
@@ -2021,6 +2021,12 @@ static void test_kv_cache(void) {
     check_status(attn_kv_cache_attend(&out, NULL, &q, c, &o, &err), &err, ATTN_ERR_OPTION, "bottom-right",
                  "kv_cache_attend_top_left_rejected");
     check_status(attn_kv_cache_attend(&out, NULL, &q, c, NULL, &err), &err, ATTN_OK, "", "kv_cache_attend_default_causal");
+    {   /* f64 q on an f32 cache: named as the cache's, not as a k the caller never passed */
+        attn_tensor q64 = make(ATTN_F64, 2, sq), out64 = make(ATTN_F64, 2, so);
+        check_status(attn_kv_cache_attend(&out64, NULL, &q64, c, NULL, &err), &err, ATTN_ERR_DTYPE,
+                     "q is f64 but the cache stores f32", "kv_cache_attend_f64_q_on_f32_cache_named");
+        free(q64.data), free(out64.data);
+    }
     check_status(attn_kv_cache_truncate(c, 4, &err), &err, ATTN_ERR_ARGUMENT, "length 4", "kv_cache_truncate_past_length");
     check_status(attn_kv_cache_truncate(c, 1, &err), &err, ATTN_OK, "", "kv_cache_truncate");
     attn_tensor kv, vv;
@@ -2323,8 +2329,8 @@ static void test_mha_half_weights(void) {
         attn_tensor dx = make(ATTN_F32, 3, sx), dout = make(ATTN_F32, 3, sx);
         attn_mha_params gp = attn_mha_params_default();
         gp.q_proj_weight = &w16[0];
-        check_status(attn_mha_backward(&dx, NULL, NULL, &gp, &dout, &x, &x, &x, &p[0], &o, &err), &err, ATTN_ERR_SHAPE,
-                     "16-bit parameter", half ? "err_mha_f16_param_grad_f16" : "err_mha_bf16_param_grad_bf16");
+        check_status(attn_mha_backward(&dx, NULL, NULL, &gp, &dout, &x, &x, &x, &p[0], &o, &err), &err, ATTN_ERR_DTYPE,
+                     "a 16-bit parameter's gradient is f32 or f64", half ? "err_mha_f16_param_grad_f16" : "err_mha_bf16_param_grad_bf16");
         free(mem), free(x.data), free(out[0].data), free(out[1].data), free(dx.data), free(dout.data);
         for (int t = 0; t < 8; t++) free(w16[t].data), free(w32[t].data);
     }
@@ -3711,6 +3717,19 @@ static void test_measuring_without_data(void) {
                  "dout has NULL data", "running_null_data_mha_backward_dout_rejected");
     check_status(attn_mha_backward(&dx, NULL, NULL, NULL, &y, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_OK, "",
                  "running_mha_backward_with_data_accepted");
+    /* A parameter's gradient of another shape or dtype: the message names both. */
+    attn_tensor gbad = make(ATTN_F32, 2, wout.shape), gf64 = make(ATTN_F64, win.rank, win.shape);
+    gp.in_proj_weight = &gbad;
+    char want[160];
+    snprintf(want, sizeof want, "the gradient of in_proj_weight has shape (%lld, %lld) but in_proj_weight has shape "
+             "(%lld, %lld)", (long long)wout.shape[0], (long long)wout.shape[1], (long long)win.shape[0],
+             (long long)win.shape[1]);
+    check_status(attn_mha_backward(NULL, NULL, NULL, &gp, &y, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_ERR_SHAPE, want,
+                 "err_mha_backward_grad_shape_named");
+    gp.in_proj_weight = &gf64;
+    check_status(attn_mha_backward(NULL, NULL, NULL, &gp, &y, &x, &kv, &kv, &p, &mo, &err), &err, ATTN_ERR_DTYPE,
+                 "the gradient of in_proj_weight is f64 but in_proj_weight is f32", "err_mha_backward_grad_dtype_named");
+    free(gbad.data), free(gf64.data);
     attn_tensor *all[] = {&q, &k, &v, &out, &lse, &mask, &w, &dout, &dq, &dk, &dv, &x, &kv, &y, &win, &wout, &kpm, &aw, &dx};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
     free(h);

@@ -473,7 +473,9 @@ static void random_program(const char *name, attn_dtype dt, int64_t P, int64_t p
         if (op == 0 || nlive == 0) { /* create */
             int64_t s;
             attn_status st = attn_kv_pages_create(m.pool, &s, &err);
-            if (nlive == 6) ok = st == ATTN_ERR_FULL, snprintf(why, sizeof why, "create in a full pool: %d", st);
+            if (nlive == 6)
+                ok = st == ATTN_ERR_FULL && strstr(err.message, "all 6 of the pool's sequences (desc.max_sequences)"),
+                snprintf(why, sizeof why, "create in a full pool: %d (%s)", st, st ? err.message : "");
             else if (st || s < 0 || s >= 6 || m.live[s]) ok = 0, snprintf(why, sizeof why, "create: %s", err.message);
             else m.live[s] = 1, m.len[s] = 0;
             ops[0]++;

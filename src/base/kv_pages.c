@@ -331,7 +331,7 @@ static void release(attn_kv_pages *p, const int32_t *table, int64_t from, int64_
 
 static attn_status take_id(attn_kv_pages *p, int64_t *seq, attn_error *err) {
     if (p->free_ids == 0)
-        return attn_fail(err, ATTN_ERR_FULL, "the pool's %lld sequences are all alive: free one first",
+        return attn_fail(err, ATTN_ERR_FULL, "all %lld of the pool's sequences (desc.max_sequences) are alive: free one first",
                          (long long)p->d.max_sequences);
     int32_t id = p->id_stack[--p->free_ids];
     p->alive[id] = ALIVE;

@@ -198,10 +198,20 @@ static attn_status check_grads(const attn_tensor *g[G_COUNT], const attn_tensor 
         /* A 16-bit parameter's gradient is f32 or f64 (a master copy's), every other's its own dtype. */
         bool half = attn_dtype_half(p[i]->dtype);
         bool dtype_ok = half ? g[i]->dtype == ATTN_F32 || g[i]->dtype == ATTN_F64 : g[i]->dtype == p[i]->dtype;
-        if (!dtype_ok || g[i]->rank != p[i]->rank ||
-            memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank))
-            return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s must have its shape and dtype (f32 or f64 for a "
-                             "16-bit parameter)", GRAD_NAMES[i]);
+        if (!dtype_ok && half)
+            return attn_fail(err, ATTN_ERR_DTYPE, "the gradient of %s is %s; %s is %s, and a 16-bit parameter's "
+                             "gradient is f32 or f64 (a master copy's)", GRAD_NAMES[i], attn_dtype_name(g[i]->dtype),
+                             GRAD_NAMES[i], attn_dtype_name(p[i]->dtype));
+        if (!dtype_ok)
+            return attn_fail(err, ATTN_ERR_DTYPE, "the gradient of %s is %s but %s is %s; they must match",
+                             GRAD_NAMES[i], attn_dtype_name(g[i]->dtype), GRAD_NAMES[i], attn_dtype_name(p[i]->dtype));
+        if (g[i]->rank != p[i]->rank || memcmp(g[i]->shape, p[i]->shape, sizeof(int64_t) * (size_t)p[i]->rank)) {
+            char gs[128], ps[128];
+            attn_format_shape(gs, sizeof gs, g[i]->rank, g[i]->shape);
+            attn_format_shape(ps, sizeof ps, p[i]->rank, p[i]->shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, "the gradient of %s has shape %s but %s has shape %s; they must match",
+                             GRAD_NAMES[i], gs, GRAD_NAMES[i], ps);
+        }
         if ((st = attn_check_extent(g[i], GRAD_NAMES[i], err))) return st;
     }
     return ATTN_OK;
