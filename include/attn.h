@@ -479,7 +479,7 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  *
  * How attention reads them. Values, and keys in the prefill (flash)
  * kernel, are widened exactly and computed as f32 rows would be. Keys
- * stored q8 or q4, in the decode kernel (L <= ATTN_DECODE_MAX_L query
+ * stored q8 or q4, in the decode kernel (L <= 8 query
  * rows: attn_kv_cache_attend and attn_kv_pages_attend when generating, and
  * any call of that shape), are scored by the integer dot product kernel
  * where the CPU has one (AVX512-VNNI, or AVX2; ATTN_VERBOSE's line then
@@ -618,7 +618,7 @@ ATTN_API uint16_t attn_f32_to_bf16(float f);
  * stack; they took 32 KiB before 0.4.0). A cache
  * with these keys needs key_dim <= 8192 and, for a pool, a page size that
  * is a multiple of 32 (a contiguous cache: a capacity that is).
- * Except in the decode kernel (L <= ATTN_DECODE_MAX_L query rows) on the
+ * Except in the decode kernel (L <= 8 query rows) on the
  * AVX-512 kernels of a CPU with AVX512-VNNI, or the AVX2 kernels (a CPU
  * with AVX-512 but not VNNI takes the AVX-512 kernels and widens), for
  * key_dim a multiple of 32: there the groups are scored where they lie by integer dot products (ATTN_VERBOSE's line
@@ -2326,8 +2326,13 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * not depend on how its positions were split into appends), attention
  * reads the quantized rows where they lie and widens them a row at a time
  * inside the kernels (never the whole sequence), and gather returns the
- * widened values. 32 values take 34 bytes in q8, 18 in q4 and 32 in fp8
- * (64 in f16). Quantized pools take f32 queries. With key_dtype ATTN_Q4C
+ * widened values. Decoding (L <= 8 queries, the decode kernel) from q8 or q4
+ * rows on a CPU with integer dot products rounds each query row to int8
+ * instead, and may sum the values with bf16 weights: not attention on the
+ * widened rows but within a stated bound of it ("How attention reads
+ * them": a check against attention on the gathered values needs that
+ * bound, not f32's). 32 values take 34 bytes in q8, 18 in q4 and 32 in
+ * fp8 (64 in f16). Quantized pools take f32 queries. With key_dtype ATTN_Q4C
  * or ATTN_Q2C (see "Keys quantized per channel") the key pages hold
  * (num_pages, Hk, P / 32) groups of attn_quant_group_size(key_dtype, E)
  * bytes instead, and each sequence's last positions (the group being
@@ -2355,7 +2360,18 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * allocates for the pool. A pool is not locked: a call that changes it
  * while another thread reads it is a data race; reading (attend, gather,
  * the page tables) from several threads at once is fine. Sequence ids are
- * 0 .. max_sequences - 1, reused after attn_kv_pages_free. Added in 0.4.0. */
+ * 0 .. max_sequences - 1, reused after attn_kv_pages_free. Added in 0.4.0.
+ *
+ * Many layers: a pool holds one layer's keys and values. Give each layer a
+ * pool of its own and make the same calls on every pool in the same order
+ * (create, fork, append with the same row counts, truncate, free): ids and
+ * pages are handed out by the calls alone, never by the data or the dtype,
+ * so pools of the same page_size, num_pages, max_sequences, max_length,
+ * key_dtype and residual then hold the same ids and page tables
+ * (attn_kv_pages_sequence shows them). One plan of a step, made on one
+ * layer's view, then runs every layer of the same dtype with that layer's
+ * pages (attn_kv_paged_run, the pool's view's k_pages and v_pages); a
+ * layer stored in another dtype (q8 beside f32) needs a plan of its own. */
 typedef struct attn_kv_pages attn_kv_pages; /* opaque; lives in the caller's memory */
 
 typedef struct attn_kv_pages_desc {
