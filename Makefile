@@ -48,6 +48,7 @@ HEADERS := include/attn.h include/attn_teach.h $(shell find src -name '*.h') $(w
 TEST_HEADERS := $(wildcard tests/*.h)
 
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
+             $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)) \
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
              $(BUILD)/tests/test_subnormal \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
@@ -75,8 +76,8 @@ MPI_TARGETS := $(if $(HAVE_MPI),$(BUILD)/libattn-mpi.a $(BUILD)/attn-mpi)
 TEST_BINS   += $(if $(HAVE_MPI),$(BUILD)/tests/test_mpi $(BUILD)/asan/test_mpi)
 
 .PHONY: all lib run web bench fuzz test test-deps test-bins install uninstall clean
-all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so $(MPI_TARGETS)
-lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
+all: $(BUILD)/attn $(BUILD)/libattn.a $(BUILD)/libattn.so $(BUILD)/libattn.so.$(SOMAJOR) $(MPI_TARGETS)
+lib: $(BUILD)/libattn.a $(BUILD)/libattn.so $(BUILD)/libattn.so.$(SOMAJOR)
 
 $(BUILD)/obj/src/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -161,6 +162,11 @@ $(BUILD)/libattn.a: $(LIB_OBJ)
 $(BUILD)/libattn.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libattn.so.$(SOMAJOR) -o $@ $^ $(LIBS)
 
+# The soname's link beside it, so that a program linked with -Lbuild -lattn
+# (and -Wl,-rpath) runs from the build tree: the loader looks for the soname.
+$(BUILD)/libattn.so.$(SOMAJOR): $(BUILD)/libattn.so
+	ln -sf libattn.so $@
+
 $(BUILD)/obj/mpi/%.o: mpi/%.c mpi/ring.h include/attn_mpi.h include/attn.h
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(ALL_CFLAGS) -c $< -o $@
@@ -193,6 +199,13 @@ $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LIBS)
+
+# The worked examples, built as an outside program is: the public header
+# alone, linked with the shared library in the build tree (its soname's
+# link beside it), which an rpath finds; the tests run them.
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libattn.so $(BUILD)/libattn.so.$(SOMAJOR) include/attn.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iinclude -o $@ $< -L$(BUILD) -lattn -lm -Wl,-rpath,$(abspath $(BUILD))
 
 # Unit tests again, library and test together under AddressSanitizer and
 # UndefinedBehaviorSanitizer; and the command, for the bad-input tests.
