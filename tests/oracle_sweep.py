@@ -31,12 +31,15 @@ them together:
           (given the whole's out and lse) summed against the whole's;
   cache   attn_kv_cache of every storage (f64, f32, f16, bf16, q8, q4,
           q4_1, e4m3, e5m2, per-head fp8 scales, Hadamard, keys per channel
-          q4c/q2c with a residual), appended in strided steps and truncated:
+          q4c/q2c with a residual), appended in strided steps and truncated,
+          f16 q:
           attend bitwise attn_sdpa on the view (f64, f32, f16), else within
           attn.h's bound of attn_sdpa on the gathered rows;
   pages   attn_kv_pages with forks and truncations, every storage, page
-          sizes 16 to 48, head-major pages: each sequence of one
-          attn_kv_pages_attend against attn_sdpa on its gathered rows;
+          sizes 16 to 48, head-major pages, f16 q, a mask per sequence:
+          each sequence of one attn_kv_pages_attend against attn_sdpa on
+          its gathered rows, and the batch planned
+          (attn_kv_paged_plan_init) and run, bitwise the attend;
   mha     attn_mha (and its backward) against torch.nn.MultiheadAttention
           with random projections, biases, bias_kv, zero_attn, kdim/vdim,
           masks, causal modes, batch_first, unbatched input (oracle_mha's
@@ -859,9 +862,10 @@ def run_cache(sw, rng, name):
         mask = None
         if rng.random() < 0.3:
             mask = rng.random((L, total)) < 0.7 if rng.random() < 0.5 else rng.standard_normal((Hq, L, total)).astype(dt)
-        q = laid_out(rng, rng.standard_normal((B, Hq, L, E)).astype(dt))
-        name = "%s(%s steps%s L%d %s scale%s %s mask%s)" % (name, desc, steps, L, causal, scale, ",".join(sorted(vk)),
-                                                           None if mask is None else mask.dtype)
+        qdt = np.float16 if dt == np.float32 and not hadamard and rng.random() < 0.2 else dt  # Hadamard: f32 q
+        q = laid_out(rng, rng.standard_normal((B, Hq, L, E)).astype(qdt))
+        name = "%s(%s steps%s L%d q%s %s scale%s %s mask%s)" % (name, desc, steps, L, np.dtype(qdt).name, causal, scale,
+                                                               ",".join(sorted(vk)), None if mask is None else mask.dtype)
         out, lse = cache.attend(q, mask=mask, causal=causal, scale=scale, return_lse=True, **vk)
         kg, vg = cache.gather()
         ref, rl = attn.sdpa(q, kg, vg, mask=mask, causal=causal, scale=scale, return_lse=True, **vk)
@@ -890,6 +894,8 @@ def run_cache(sw, rng, name):
         if hadamard:
             delta += 4 * E * U32 * s_abs
         tol = (2e-5 + 2.0**-8 + math.expm1(min(2 * delta, 700))) * vmax + 1e-30
+        if qdt == np.float16:  # out rounded to f16 once more
+            tol += 2.0**-11 * vmax
         why = close(out, ref, tol)
         if not why:
             why = close(lse, rl, 2e-5 * np.maximum(1, np.abs(np.where(np.isfinite(rl), rl, 0))) + delta)
@@ -941,10 +947,25 @@ def run_pages(sw, rng, name):
         if hadamard:
             vk.pop("rope", None)
         scale = None if rng.random() < 0.7 else float(rng.choice([0.05, 0.5, 2.0]))
-        qs = [laid_out(rng, rng.standard_normal((int(rng.choice([1, 1, 2, 4, 9])), Hq, E)).astype(np.float32))
+        qdt = np.float16 if rng.random() < 0.2 and not hadamard else np.float32  # Hadamard: f32 q (attn.h)
+        qs = [laid_out(rng, rng.standard_normal((int(rng.choice([1, 1, 2, 4, 9])), Hq, E)).astype(qdt))
               for _ in seqs]
-        name = "%s(%s steps%s %s scale%s %s)" % (name, desc, hist, causal, scale, ",".join(sorted(vk)))
-        outs, lses = pool.attend(seqs, qs, causal=causal, scale=scale, return_lse=True, **vk)
+        masks = None
+        if rng.random() < 0.3:  # one per sequence over (Hq, L_i, length_i), some None
+            masks = [None if rng.random() < 0.3 else
+                     (rng.random((q.shape[0], pool.length(s))) < 0.7 if rng.random() < 0.5 else
+                      rng.standard_normal((Hq, q.shape[0], pool.length(s))).astype(np.float32))
+                     for q, s in zip(qs, seqs)]
+        name = "%s(%s steps%s q%s %s scale%s %s masks%d)" % (name, desc, hist, np.dtype(qdt).name, causal, scale,
+                                                            ",".join(sorted(vk)), masks is not None)
+        outs, lses = pool.attend(seqs, qs, masks=masks, causal=causal, scale=scale, return_lse=True, **vk)
+        # the same batch planned (attn_kv_paged_plan_init) and run on packed q: bitwise
+        plan = pool.plan(seqs, [q.shape[0] for q in qs], Hq, masks=masks, causal=causal, scale=scale,
+                         return_lse=True, q_dtype=qdt, **vk)
+        po, pl = plan.run(np.concatenate(qs))
+        if not (same(po, np.concatenate(outs)) and same(pl, np.concatenate(lses))):
+            sw.report("pages", name, "the paged plan's run differs from attn_kv_pages_attend")
+            return
     except attn.AttnError as e:
         sw.report("pages", name if "(" in name else "%s(%s)" % (name, desc), str(e))
         return
@@ -952,7 +973,8 @@ def run_pages(sw, rng, name):
         kg, vg = pool.gather(s)
         q = qs[i].transpose(1, 0, 2)
         try:
-            ref, rl = attn.sdpa(q, kg, vg, causal=causal, scale=scale, return_lse=True, **vk)
+            ref, rl = attn.sdpa(q, kg, vg, mask=None if masks is None else masks[i], causal=causal, scale=scale,
+                                return_lse=True, **vk)
         except attn.AttnError as e:
             sw.report("pages", name, "sdpa on sequence %d's rows: %s" % (i, e))
             return
@@ -965,8 +987,12 @@ def run_pages(sw, rng, name):
             s_abs = abs(sc) * float(np.abs(q).sum(-1).max()) * float(np.abs(kg).max()) if kg.size else 0.0
             if "alibi_slopes" in vk:
                 s_abs += float(np.max(vk["alibi_slopes"])) * (q.shape[1] + kg.shape[1])
+            if masks is not None and masks[i] is not None and masks[i].dtype != np.bool_ and masks[i].size:
+                s_abs += float(np.abs(masks[i]).max())
             delta = int8_query_delta(q, kg, sc) + 4 * (E + 8) * U32 * s_abs + (4 * E * U32 * s_abs if hadamard else 0)
             vmax = float(np.abs(vg).max()) if vg.size else 0.0
+            if qdt == np.float16:  # out rounded to f16 once more
+                vmax *= 1 + 2.0**-11 / (2e-5 + 2.0**-8)
             why = close(out, ref, (2e-5 + 2.0**-8 + math.expm1(min(2 * delta, 700))) * vmax + 1e-30)
             if not why:
                 why = close(lse, rl, 2e-5 * np.maximum(1, np.abs(np.where(np.isfinite(rl), rl, 0))) + delta)
