@@ -240,6 +240,33 @@ def sixteen(a, kind):
     return bits, 5, vals
 
 
+GUARD = 64
+
+
+def in_workspace(size_fn, fn, refs, o):
+    """fn(*refs, options, err) with options' context holding a workspace of
+    exactly the bytes size_fn(&bytes, *refs, options, err) says, between
+    guard bytes that must stay as they were: '' or why not."""
+    err = Error()
+    size = ctypes.c_size_t()
+    st = size_fn(ctypes.byref(size), *refs, ctypes.byref(o), ctypes.byref(err))
+    if st != 0:
+        return "workspace size: status %d: %s" % (st, err.message.decode())
+    buf = np.full(size.value + 2 * GUARD, 0xA5, np.uint8)
+    ctx = o.context.contents if o.context else None
+    if ctx is None:
+        return "no context"
+    ctx.workspace = buf.ctypes.data + GUARD
+    ctx.workspace_size = size.value
+    st = fn(*refs, ctypes.byref(o), ctypes.byref(err))
+    ctx.workspace, ctx.workspace_size = None, 0
+    if st != 0:
+        return "in a workspace of %d bytes: status %d: %s" % (size.value, st, err.message.decode())
+    if not (np.all(buf[:GUARD] == 0xA5) and np.all(buf[GUARD + size.value:] == 0xA5)):
+        return "the call wrote outside its workspace of %d bytes" % size.value
+    return ""
+
+
 def big_(a):
     return float(np.abs(np.asarray(a, np.float64)).max()) if np.size(a) else 0.0
 
@@ -340,6 +367,21 @@ def run_dense(sw, c, name):
             if x is not None and not np.array_equal(x, y, equal_nan=True):
                 sw.report("sdpa", name, "%s differs between 1 and 2 threads" % what)
                 return
+    # once more from a workspace of exactly attn_sdpa_workspace_size's bytes, between guard bytes: bitwise
+    o = _options(CAUSAL[c["causal"]], c["scale"], mv, p, seed if p else None, dict(opt, num_threads=c["threads"]))
+    out2 = np.zeros_like(results[0][0])
+    lse2 = np.zeros_like(results[0][1])
+    w2 = np.zeros_like(results[0][2]) if results[0][2] is not None else None
+    views = [view(out2, qcode), view(lse2), view(w2) if w2 is not None else None,
+             view(qpass, qcode), view(kpass, kcode), view(vpass, vcode)]
+    refs = [ctypes.byref(t) if t is not None else None for t in views]
+    why = in_workspace(LIB.attn_sdpa_workspace_size, LIB.attn_sdpa, refs, o)
+    if not why and not all(x is None or np.array_equal(x, y, equal_nan=True)
+                           for x, y in zip((out2, lse2, w2), results[0])):
+        why = "the call in a workspace differs from the call without one"
+    if why:
+        sw.report("sdpa", name, why)
+        return
     out, lse, w = results[0]
     out16 = out
     if qcode == 5:
@@ -464,6 +506,18 @@ def run_backward(sw, c, name, q, qcode, k, v, kcode, vcode, out, lse, dout, opt,
             sw.report("backward", name, "status %d: %s" % (st, err.message.decode()))
             return
         res.append(gs + [dmask])
+        if threads == c["threads"]:  # once more in a workspace of exactly the size asked
+            gs2 = [np.zeros_like(g) for g in gs]
+            dmask2 = np.zeros_like(dmask) if fmask else None
+            vs2 = [view(g, cd) for g, cd in zip(gs2, codes)] + [view(dmask2) if fmask else None]
+            refs = [ctypes.byref(t) if t is not None else None for t in vs2] + [ctypes.byref(t) for t in ins]
+            why = in_workspace(LIB.attn_sdpa_backward_workspace_size, LIB.attn_sdpa_backward, refs, o)
+            if not why and not all(x is None or np.array_equal(x, y, equal_nan=True)
+                                   for x, y in zip(gs2 + [dmask2], gs + [dmask])):
+                why = "the backward in a workspace differs from the call without one"
+            if why:
+                sw.report("backward", name, why)
+                return
     for a, b in zip(res[0], res[1]):
         if a is not None and not np.array_equal(a, b, equal_nan=True):
             sw.report("backward", name, "gradients differ between 1 and 2 threads")
@@ -812,6 +866,49 @@ def int8_query_delta(q, k, scale):
     return d
 
 
+def cache_in_workspace(cache, q, mask, causal, scale, vk, out, lse, B, Hk, S, E, Ev, key_dtype, hadamard):
+    """attn_kv_cache_attend again with a workspace of exactly the bytes attn.h
+    says (attn_sdpa_workspace_size for out, lse, q and the cache's view, or
+    f16 k and v without data for keys per channel; Hadamard's copy of q
+    before it), between guard bytes: bitwise the call without one."""
+    from attn.kv_pages import _view as kv_view
+    m = None if mask is None else (mask if mask.dtype == np.bool_ else mask.astype(np.float32 if q.dtype != np.float64
+                                                                                  else np.float64))
+    mv = view(m) if m is not None else None
+    o = _options(causal, scale, mv, 0.0, None, dict(vk, num_threads=vk.get("num_threads") or 2))
+    kt, vt, err = attn._lib.Tensor(), attn._lib.Tensor(), Error()
+    if key_dtype:
+        for t, d in ((kt, E), (vt, Ev)):
+            t.data, t.dtype, t.rank = None, 4, 4
+            shape = (B, Hk, S, d)
+            for i in range(4):
+                t.shape[i] = shape[i]
+                t.strides[i] = int(np.prod(shape[i + 1:]))
+    else:
+        st = LIB.attn_kv_cache_view(ctypes.byref(kt), ctypes.byref(vt), cache._cache, 4, ctypes.byref(err))
+        if st != 0:
+            return "view: " + err.message.decode()
+    out2, lse2 = np.zeros_like(out), np.zeros_like(lse)
+    ov, lv, qv = view(out2), view(lse2), view(q)
+    size = ctypes.c_size_t()
+    st = LIB.attn_sdpa_workspace_size(ctypes.byref(size), ctypes.byref(ov), ctypes.byref(lv), None, ctypes.byref(qv),
+                                      ctypes.byref(kt), ctypes.byref(vt), ctypes.byref(o), ctypes.byref(err))
+    if st != 0:
+        return "workspace size: " + err.message.decode()
+    n = size.value + ((4 * q.size + 63) // 64 * 64 + 63 if hadamard else 0)
+    buf = np.full(n + 2 * GUARD, 0xA5, np.uint8)
+    ctx = o.context.contents
+    ctx.workspace, ctx.workspace_size = buf.ctypes.data + GUARD, n
+    st = LIB.attn_kv_cache_attend(kv_view(out2), kv_view(lse2), kv_view(q), cache._cache, ctypes.byref(o), err)
+    if st != 0:
+        return "attend in a workspace of %d bytes: %s" % (n, err.message.decode())
+    if not (np.all(buf[:GUARD] == 0xA5) and np.all(buf[GUARD + n:] == 0xA5)):
+        return "attend wrote outside its workspace of %d bytes" % n
+    if not (same(out2, out) and same(lse2, lse)):
+        return "attend in a workspace differs from attend without one"
+    return ""
+
+
 def run_cache(sw, rng, name):
     store = str(rng.choice(["float32", "float16", "bfloat16", "float64"] + list(QUANT)))
     key_dtype = None
@@ -867,6 +964,10 @@ def run_cache(sw, rng, name):
         name = "%s(%s steps%s L%d q%s %s scale%s %s mask%s)" % (name, desc, steps, L, np.dtype(qdt).name, causal, scale,
                                                                ",".join(sorted(vk)), None if mask is None else mask.dtype)
         out, lse = cache.attend(q, mask=mask, causal=causal, scale=scale, return_lse=True, **vk)
+        why = cache_in_workspace(cache, q, mask, causal, scale, vk, out, lse, B, Hk, total, E, Ev, key_dtype, hadamard)
+        if why:
+            sw.report("cache", name, why)
+            return
         kg, vg = cache.gather()
         ref, rl = attn.sdpa(q, kg, vg, mask=mask, causal=causal, scale=scale, return_lse=True, **vk)
     except attn.AttnError as e:
