@@ -19,7 +19,10 @@ them together:
           (attn_sdpa_dropout_mask's mask in the reference), the bf16
           compute mode, the weights output, dmask and dsinks; out, lse,
           weights and every gradient against oracle_backward's autograd,
-          and 1 and 2 threads bitwise the same;
+          1 and 2 threads bitwise the same, and the call and its backward
+          again in a workspace of exactly the bytes attn_sdpa_workspace_size
+          (attn_sdpa_backward_workspace_size) gives, between guard bytes
+          that must stay untouched, bitwise the call without one;
   varlen  attn_sdpa_varlen and its backward, bitwise attn_sdpa (and its
           backward) on each sequence's views; sequences of 0 rows, f16 q,
           k, v; the same batch planned (attn_sdpa_varlen_plan_init), run on
@@ -34,7 +37,8 @@ them together:
           q4c/q2c with a residual), appended in strided steps and truncated,
           f16 q:
           attend bitwise attn_sdpa on the view (f64, f32, f16), else within
-          attn.h's bound of attn_sdpa on the gathered rows;
+          attn.h's bound of attn_sdpa on the gathered rows; attend again in
+          the workspace attn.h sizes for it, bitwise;
   pages   attn_kv_pages with forks and truncations, every storage, page
           sizes 16 to 48, head-major pages, f16 q, a mask per sequence:
           each sequence of one attn_kv_pages_attend against attn_sdpa on
