@@ -87,6 +87,10 @@ suite "the Hadamard rotation (attn_hadamard, caches' hadamard) vs Sylvester's ma
 suite "ragged batches (attn sdpa --cu-seqlens-q/-k) vs PyTorch float64 through a block-diagonal mask" $PY tests/oracle_varlen.py "$BUILD"
 suite "dimensions of 0 (no queries, no keys, a batch of 0; ragged sequences of none) vs PyTorch float64, forward and backward" $PY tests/oracle_empty.py "$BUILD"
 suite "ragged backward and plans (dense, ragged, paged; pieces) vs PyTorch float64 on random cases, bitwise the unplanned calls" $PY tests/oracle_plans.py "$BUILD"
+for isa in "" avx2 c; do
+    suite "random combinations of options (strides, masks, dtypes, variants, dropout, threads) across sdpa, backward, ragged batches, plans, pieces, caches, pages and the layer vs PyTorch float64${isa:+, ATTN_ISA=$isa}" \
+        env ${isa:+ATTN_ISA=$isa} $PY tests/oracle_sweep.py "$BUILD"
+done
 suite "multi-head attention (attn_mha through ctypes) vs torch.nn.MultiheadAttention" $PY tests/oracle_mha.py "$BUILD"
 suite "attn_sdpa with bf16 and f16 q and out (through ctypes) vs PyTorch float64 on the same 16-bit inputs" $PY tests/oracle_half.py "$BUILD"
 suite "attn mha: weights from safetensors and .npy vs PyTorch, bad safetensors files" $PY tests/test_mha_cli.py "$BUILD"
