@@ -27,7 +27,12 @@
  * fuzzed, a buffer one byte short or exact; a refusal has the status its
  * cause calls for and writes nothing, and an accepted one widens back within
  * half a step of its channel's scale (plus the f16 minimum's and scale's
- * rounding). */
+ * rounding).
+ *
+ * And: a refused attention call writes nothing to out; an accepted one
+ * gives bitwise what the same call gives over f32 rows holding the
+ * widened values (q4_1 and fp8 always, q8 and q4 with more than 8 query
+ * rows, where no integer dot product scores the keys). */
 #include "attn.h"
 
 #include <math.h>
@@ -73,6 +78,39 @@ static __int128 reach(const attn_tensor *t) {
         }
     }
     return end + (__int128)attn_quant_row_size(t->dtype, t->shape[last]);
+}
+
+/* attn_sdpa's out over quantized k and v (t, as both) against the same call
+ * over f32 rows holding their widened values (attn_dequantize a row at a
+ * time, from where t's strides put it): bitwise, wherever attention widens
+ * the rows (attn.h, "How attention reads them"): q4_1 and fp8 always, q8
+ * and q4 in the flash kernel (more than 8 query rows). q8 and q4 keys in
+ * the decode kernel may be scored by integer dot products instead, which
+ * round the query (not bitwise): those are not compared. NaN is NaN. */
+static float widened[FLOATS], wout[FLOATS];
+static void same_as_widened(const attn_tensor *t, const attn_tensor *q, const attn_tensor *out, attn_dtype fm,
+                            int64_t L) {
+    if ((fm == ATTN_Q8 || fm == ATTN_Q4) && L <= 8) return;
+    int64_t cols = t->shape[t->rank - 1], rows = attn_tensor_numel(t) / cols;
+    size_t rs = attn_quant_row_size(fm, cols);
+    attn_error err;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t off = 0, rest = i;
+        for (int d = t->rank - 2; d >= 0; d--) off += rest % t->shape[d] * t->strides[d], rest /= t->shape[d];
+        int64_t one[2] = {1, cols};
+        attn_tensor row;
+        CHECK(attn_tensor_init(&row, widened + i * cols, ATTN_F32, 2, one, NULL, NULL) == ATTN_OK);
+        CHECK(attn_dequantize(&row, (const uint8_t *)t->data + off, rs, fm, &err) == ATTN_OK);
+    }
+    attn_tensor k, o;
+    CHECK(attn_tensor_init(&k, widened, ATTN_F32, t->rank, t->shape, NULL, NULL) == ATTN_OK);
+    CHECK(attn_tensor_init(&o, wout, ATTN_F32, out->rank, out->shape, NULL, NULL) == ATTN_OK);
+    attn_status st = attn_sdpa(&o, NULL, NULL, q, &k, &k, NULL, &err);
+    if (st == ATTN_ERR_NO_MEMORY) return;
+    CHECK(st == ATTN_OK);
+    const float *got = out->data;
+    for (int64_t i = 0; i < attn_tensor_numel(out); i++)
+        CHECK(isnan(got[i]) ? isnan(wout[i]) : !memcmp(&got[i], &wout[i], sizeof(float)));
 }
 
 /* Keys per channel over groups of 32 positions (q4c, q2c) from a fuzzed
@@ -243,11 +281,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
 
-    /* The described tensor as k and v of attention, with f32 queries. */
+    /* The described tensor as k and v of attention, with f32 queries: a
+     * few (the decode kernel) or more than ATTN_DECODE_MAX_L = 8 (the
+     * flash kernel). */
     if (t.rank >= 2 && numel <= FLOATS && t.shape[t.rank - 1] <= 256) {
         int64_t qshape[ATTN_MAX_RANK];
         memcpy(qshape, t.shape, sizeof qshape);
-        qshape[t.rank - 2] = byte(&r) % 3 + 1;
+        uint8_t lb = byte(&r);
+        qshape[t.rank - 2] = lb % 3 + 1 + (lb & 0x80 ? 8 : 0);
         attn_tensor q, out;
         int64_t qn = 1;
         for (int d = 0; d < t.rank; d++) qn *= qshape[d];
@@ -269,12 +310,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (sb & 1) o.k_descale = &sc;
             if (sb & 2) o.v_descale = &sc;
         }
+        static float before[FLOATS];
+        memcpy(before, obuf, sizeof before);
         st = attn_sdpa(&out, NULL, NULL, &q, &t, &t, &o, &err);
         CHECK(st == ATTN_OK || err.message[0]);
+        if (st) CHECK(!memcmp(before, obuf, sizeof before)); /* refused: nothing written */
+        if (!st && !o.k_descale && !o.v_descale) same_as_widened(&t, &q, &out, fm, qshape[t.rank - 2]);
         if (t.rank == 3) { /* a ragged batch of one sequence: (S, H, E) packed */
             int64_t cu_q[2] = {0, q.shape[0]}, cu_k[2] = {0, t.shape[0]};
+            memcpy(before, obuf, sizeof before);
             st = attn_sdpa_varlen(&out, NULL, &q, &t, &t, cu_q, cu_k, 1, NULL, &o, &err);
             CHECK(st == ATTN_OK || err.message[0]);
+            if (st) CHECK(!memcmp(before, obuf, sizeof before));
         }
     }
     return 0;
