@@ -274,7 +274,9 @@ static void ragged(reader *r, int backward) {
     attn_status st = attn_sdpa_varlen(&to, lp, &tq, &tk, &tv, cu_q, cu_k, batch, mp, &o, &err);
     checked(st, &err);
     if (must_refuse && st != ATTN_ERR_OPTION && st != ATTN_ERR_ARGUMENT && st != ATTN_ERR_NO_MEMORY) abort();
-    if (!ordered && st != ATTN_ERR_ARGUMENT) abort(); /* offsets out of order, not from 0 or not to the rows */
+    /* offsets out of order, not from 0 or not to the rows: refused, as
+     * ATTN_ERR_ARGUMENT where no option is (the options are checked first) */
+    if (!ordered && (st == ATTN_OK || (!y && st != ATTN_ERR_ARGUMENT))) abort();
     if (st) { /* refused: nothing written */
         for (size_t i = 0; i < qe * no; i++)
             if (((unsigned char *)out)[i] != 0x5a) abort();
