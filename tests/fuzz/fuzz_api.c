@@ -235,8 +235,7 @@ static void same_as(const saved *s) {
 static size_t pick_size(reader *r, size_t full) {
     uint8_t b = byte(r);
     if (b < 232) return full;
-    static const int KIND[] = {0, 1, 2, 3, 4, 5};
-    switch (KIND[b % 6]) {
+    switch (b % 6) {
     case 0: return 0;
     case 1: return 4;
     case 2: return full + sizeof(size_t);
