@@ -551,7 +551,7 @@ def api_property_inputs():
     # f16 q, bf16 k and v: scale, soft cap, ALiBi, sinks, RoPE
     write("varlen", "prop_f16_bf16_variants", batch(0, 2, 5, 6, 2, 81, 3, 3, 1 | 2 | 4 | 16 | 32, 24, 5,
                                                      *([1] * 16), *([3] * 16), 1, 0))
-    # f64 backward, GQA, a window and dropout (p = 8/32, a seed of 8 bytes)
+    # f64 backward, GQA, a window and dropout (p = 8/32, dropout_seed from 8 bytes)
     write("varlen", "prop_f64_backward_window_dropout", batch(1, 3, 6, 8, 1, 8, 3, 2, 8 | 128, 2, 1 | (8 << 4), *range(8)))
     # refused: options->mask (masks go per sequence), attention in pieces
     write("varlen", "prop_refuse_options_mask", batch(0, 2, 4, 4, 0, 1, 2, 2, 128, 4))
