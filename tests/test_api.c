@@ -4186,6 +4186,73 @@ static void test_workspace_apart(void) {
     free(cu_k), free(pblock), free(cmem), free(table), free(mmem);
 }
 
+/* A 16-bit call's outputs are written from C-order f32 copies, so the
+ * checks of the f32 call see only the copies: the caller's own out (and a
+ * 16-bit gradient) must still be refused with a stride 0 over a dimension
+ * of size > 1, or rows folded onto each other, as an f32 out is. attn_sdpa,
+ * its workspace size, attn_sdpa_plan_init and attn_sdpa_backward took such
+ * a 16-bit out and wrote several results into one element (fuzz_api found
+ * it; tests/fuzz/regressions/api/half_out_stride_0). Nothing is written. */
+static void test_half_outputs_writable(void) {
+    static uint16_t q[64], k[64], v[64], out[64], dout[64], g[3][64];
+    static float lse[16];
+    static unsigned char plan_memory[1 << 14];
+    attn_error err;
+    static const attn_dtype DT[2] = {ATTN_F16, ATTN_BF16};
+    int64_t sh[2] = {8, 4}, sl[1] = {8};
+    const int64_t bcast[2] = {4, 0}, fold[2] = {2, 1};
+    const int64_t *bad[2] = {bcast, fold};
+    static const char *const WHY[2] = {"has stride 0 in dimension 1", "that put two of its elements in one place"};
+    for (int i = 0; i < 64; i++) {
+        float x = (float)(i % 7 - 3) / 4;
+        q[i] = attn_f32_to_f16(x), k[i] = attn_f32_to_f16(-x), v[i] = attn_f32_to_f16(x / 2), dout[i] = q[i];
+    }
+    for (int d = 0; d < 2; d++)
+        for (int b = 0; b < 2; b++) {
+            char name[64];
+            attn_tensor tq, tk, tv, to, tl, td, tg[3];
+            attn_tensor_init(&tq, q, DT[d], 2, sh, NULL, NULL);
+            attn_tensor_init(&tk, k, ATTN_F16, 2, sh, NULL, NULL);
+            attn_tensor_init(&tv, v, ATTN_F16, 2, sh, NULL, NULL);
+            attn_tensor_init(&to, out, DT[d], 2, sh, bad[b], NULL);
+            attn_tensor_init(&tl, lse, ATTN_F32, 1, sl, NULL, NULL);
+            memset(out, 0x5a, sizeof out);
+            snprintf(name, sizeof name, "half_out_writable_%s_%s", attn_dtype_name(DT[d]), b ? "folded" : "stride0");
+            check_status(attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err), &err, ATTN_ERR_STRIDE, WHY[b], name);
+            int untouched = 1;
+            for (size_t i = 0; i < sizeof out; i++) untouched = untouched && ((unsigned char *)out)[i] == 0x5a;
+            check(untouched, "half_out_refused_untouched", "%s: out was written", name);
+            size_t bytes, ws;
+            strcat(name, "_size");
+            check_status(attn_sdpa_workspace_size(&bytes, &to, &tl, NULL, &tq, &tk, &tv, NULL, &err), &err,
+                         ATTN_ERR_STRIDE, WHY[b], name);
+            attn_sdpa_plan *plan;
+            size_t pb = 0;
+            attn_sdpa_plan_bytes(&pb, 0, NULL);
+            snprintf(name, sizeof name, "half_out_writable_%s_%s_plan", attn_dtype_name(DT[d]), b ? "folded" : "stride0");
+            check_status(pb <= sizeof plan_memory
+                             ? attn_sdpa_plan_init(&plan, plan_memory, pb, &ws, &to, &tl, &tq, &tk, &tv, NULL, &err)
+                             : ATTN_ERR_WORKSPACE,
+                         &err, ATTN_ERR_STRIDE, WHY[b], name);
+            /* the backward's 16-bit gradients likewise (dq in q's dtype, dk and dv f16 as k and v) */
+            attn_tensor_init(&to, out, DT[d], 2, sh, NULL, NULL);
+            check_status(attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err), &err, ATTN_OK, "", "half_out_forward");
+            attn_tensor_init(&td, dout, DT[d], 2, sh, NULL, NULL);
+            for (int gi = 0; gi < 3; gi++) {
+                for (int t = 0; t < 3; t++)
+                    attn_tensor_init(&tg[t], g[t], t ? ATTN_F16 : DT[d], 2, sh, t == gi ? bad[b] : NULL, NULL);
+                memset(g, 0x5a, sizeof g);
+                snprintf(name, sizeof name, "half_grad_writable_%s_%s_%s", attn_dtype_name(DT[d]),
+                         b ? "folded" : "stride0", gi == 0 ? "dq" : gi == 1 ? "dk" : "dv");
+                check_status(attn_sdpa_backward(&tg[0], &tg[1], &tg[2], NULL, &td, &tq, &tk, &tv, &to, &tl, NULL, &err),
+                             &err, ATTN_ERR_STRIDE, WHY[b], name);
+                untouched = 1;
+                for (size_t i = 0; i < sizeof g; i++) untouched = untouched && ((unsigned char *)g)[i] == 0x5a;
+                check(untouched, "half_grad_refused_untouched", "%s: a gradient was written", name);
+            }
+        }
+}
+
 int main(void) {
     rng_state = test_seed(TENSORS_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_num_threads_env();
@@ -4211,6 +4278,7 @@ int main(void) {
     test_explain();
     test_scaling();
     test_half();
+    test_half_outputs_writable();
     test_kv_cache();
     test_kv_cache_paged();
     test_mha();

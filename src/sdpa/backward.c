@@ -294,6 +294,14 @@ static attn_status backward_half(size_t *bytes, attn_tensor *const grad[4], cons
         if (grad[i] && ((st = attn_check_data(grad[i], NAME[i], bytes != NULL, err)) ||
                         grad[i]->rank < 1 || grad[i]->rank > ATTN_MAX_RANK))
             return st ? st : attn_fail(err, ATTN_ERR_RANK, "%s has a rank attention does not take", NAME[i]);
+    /* A 16-bit gradient is rounded from its f32 copy, which is C order: the
+     * f32 call checks only the copy, so the caller's own layout here (its
+     * extent, and no stride 0 or folded rows that would keep one of several
+     * results). */
+    for (int i = 0; i < 3; i++)
+        if (grad[i] && attn_dtype_half(grad[i]->dtype) &&
+            ((st = attn_check_extent(grad[i], NAME[i], err)) || (st = attn_check_writable(grad[i], NAME[i], err))))
+            return st;
     for (int i = 0; i < 4; i++) /* each gradient in its tensor's dtype, f32 for a mask */
         if (grad[i] && like[i] && grad[i]->dtype != (i == 3 ? ATTN_F32 : like[i]->dtype))
             return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be %s like %s", NAME[i],

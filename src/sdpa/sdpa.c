@@ -195,6 +195,11 @@ static attn_status sdpa_half(kernel_kind kind, size_t *bytes, attn_tensor *out, 
             return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d; attention takes ranks 2 to %d", i ? "out" : "q",
                              t[i]->rank, ATTN_MAX_RANK);
     if (st || (st = attn_check_extent(q, "q", err)) || (st = attn_check_extent(out, "out", err))) return st;
+    /* out is written from its f32 copy, which is C order: the f32 call
+     * checks only the copy, so out's own strides are checked here (a
+     * stride 0, or rows folded onto each other, would keep one of several
+     * results) */
+    if ((st = attn_check_writable(out, "out", err))) return st;
     if (lse && lse->dtype != ATTN_F32)
         return attn_fail(err, ATTN_ERR_DTYPE, "lse is %s; with a 16-bit q it is f32", attn_dtype_name(lse->dtype));
     const attn_named outs[2] = {{out, "out"}, {lse, "lse"}};

@@ -72,6 +72,9 @@ static attn_status stand_ins(attn_sdpa_plan *pl, attn_tensor *q32, attn_tensor *
         if (t[i]->rank < 1 || t[i]->rank > ATTN_MAX_RANK)
             return attn_fail(err, ATTN_ERR_RANK, "%s has rank %d", i ? "out" : "q", t[i]->rank);
         st = attn_check_extent(t[i], i ? "out" : "q", err);
+        /* out is written from its stand-in, which is C order: the plan of
+         * the f32 call checks only that, so out's own strides here */
+        if (!st && i) st = attn_check_writable(out, "out", err);
         if (st) return st;
         for (int d = 0; d < t[i]->rank; d++)
             if (t[i]->shape[d] < 0 || !attn_mul_i64(n[i], t[i]->shape[d], &n[i]) || n[i] > INT64_MAX / 8 - 64)

@@ -27,7 +27,13 @@
  * fuzzed, a buffer one byte short or exact; a refusal has the status its
  * cause calls for and writes nothing, and an accepted one widens back within
  * half a step of its channel's scale (plus the f16 minimum's and scale's
- * rounding). */
+ * rounding).
+ *
+ * And: a refused attention call writes nothing to out; an accepted one
+ * gives bitwise what the same call gives over f32 rows holding the
+ * widened values (q4_1 and fp8 always, q8 and q4 with more than 8 query
+ * rows, where no integer dot product scores the keys). A third reading
+ * takes the formats through f64, f16 and bf16 rows (fuzz_convert). */
 #include "attn.h"
 
 #include <math.h>
@@ -73,6 +79,39 @@ static __int128 reach(const attn_tensor *t) {
         }
     }
     return end + (__int128)attn_quant_row_size(t->dtype, t->shape[last]);
+}
+
+/* attn_sdpa's out over quantized k and v (t, as both) against the same call
+ * over f32 rows holding their widened values (attn_dequantize a row at a
+ * time, from where t's strides put it): bitwise, wherever attention widens
+ * the rows (attn.h, "How attention reads them"): q4_1 and fp8 always, q8
+ * and q4 in the flash kernel (more than 8 query rows). q8 and q4 keys in
+ * the decode kernel may be scored by integer dot products instead, which
+ * round the query (not bitwise): those are not compared. NaN is NaN. */
+static float widened[FLOATS], wout[FLOATS];
+static void same_as_widened(const attn_tensor *t, const attn_tensor *q, const attn_tensor *out, attn_dtype fm,
+                            int64_t L) {
+    if ((fm == ATTN_Q8 || fm == ATTN_Q4) && L <= 8) return;
+    int64_t cols = t->shape[t->rank - 1], rows = attn_tensor_numel(t) / cols;
+    size_t rs = attn_quant_row_size(fm, cols);
+    attn_error err;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t off = 0, rest = i;
+        for (int d = t->rank - 2; d >= 0; d--) off += rest % t->shape[d] * t->strides[d], rest /= t->shape[d];
+        int64_t one[2] = {1, cols};
+        attn_tensor row;
+        CHECK(attn_tensor_init(&row, widened + i * cols, ATTN_F32, 2, one, NULL, NULL) == ATTN_OK);
+        CHECK(attn_dequantize(&row, (const uint8_t *)t->data + off, rs, fm, &err) == ATTN_OK);
+    }
+    attn_tensor k, o;
+    CHECK(attn_tensor_init(&k, widened, ATTN_F32, t->rank, t->shape, NULL, NULL) == ATTN_OK);
+    CHECK(attn_tensor_init(&o, wout, ATTN_F32, out->rank, out->shape, NULL, NULL) == ATTN_OK);
+    attn_status st = attn_sdpa(&o, NULL, NULL, q, &k, &k, NULL, &err);
+    if (st == ATTN_ERR_NO_MEMORY) return;
+    CHECK(st == ATTN_OK);
+    const float *got = out->data;
+    for (int64_t i = 0; i < attn_tensor_numel(out); i++)
+        CHECK(isnan(got[i]) ? isnan(wout[i]) : !memcmp(&got[i], &wout[i], sizeof(float)));
 }
 
 /* Keys per channel over groups of 32 positions (q4c, q2c) from a fuzzed
@@ -142,9 +181,101 @@ static void fuzz_groups(reader *r) {
             }
 }
 
+/* The block and fp8 formats through the other float dtypes (a third reading
+ * of the input from its start): rows of f64, f16, bf16 or f32 values (or
+ * bool, refused), their last dimension strided by 1 to 3, quantized; then
+ * widened into f64, f16, bf16 or f32 rows strided the same way. Checks:
+ * the bytes are those of the same values first rounded to f32 (attn.h:
+ * "first rounded to f32"); each widened value is the f32 one converted
+ * (exactly to f64, to nearest even to f16 and bf16); a refusal (a bool
+ * source, a format that is not one, a row size the format cannot take, a
+ * buffer one byte short) has its status and writes nothing. */
+static uint8_t cmem[MEM], cmem2[MEM];
+static double csrc[2048], cdst[2048];
+static float cf32[2048], cwide[2048];
+static void fuzz_convert(reader *r) {
+    static const attn_dtype SRC[5] = {ATTN_F64, ATTN_F16, ATTN_BF16, ATTN_F32, ATTN_BOOL};
+    static const attn_dtype FM[8] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q8, ATTN_F16, (attn_dtype)99};
+    uint8_t b = byte(r);
+    attn_dtype sd = SRC[b % 5], fm = FM[b / 5 % 8], dd = SRC[byte(r) % 4];
+    int64_t rows = byte(r) % 4 + 1, cols = 32 * (byte(r) % 3 + 1), cs = byte(r) % 3 + 1;
+    if (b >= 200) cols = byte(r) % 40 + 1; /* off the blocks' multiple now and then */
+    bool fp8 = fm == ATTN_E4M3 || fm == ATTN_E5M2, known = fp8 || fm == ATTN_Q8 || fm == ATTN_Q4 || fm == ATTN_Q4_1;
+    int64_t shape[2] = {rows, cols}, strides[2] = {cols * cs, cs}, n = rows * cols;
+    attn_tensor src, f;
+    CHECK(attn_tensor_init(&src, csrc, sd, 2, shape, strides, NULL) == ATTN_OK);
+    CHECK(attn_tensor_init(&f, cf32, ATTN_F32, 2, shape, NULL, NULL) == ATTN_OK);
+    for (int64_t i = 0; i < n; i++) { /* any f32 bits, then that value in the source's dtype */
+        uint32_t u = (uint32_t)byte(r) << 24 | (uint32_t)byte(r) << 16 | (uint32_t)byte(r) << 8 | byte(r);
+        float x;
+        memcpy(&x, &u, 4);
+        int64_t at = (i / cols) * cols * cs + (i % cols) * cs;
+        switch (sd) {
+        case ATTN_F64: ((double *)csrc)[at] = (double)x * (1 + 0x1p-40); cf32[i] = (float)(((double *)csrc)[at]); break;
+        case ATTN_F16: ((uint16_t *)csrc)[at] = attn_f32_to_f16(x), cf32[i] = attn_f16_to_f32(((uint16_t *)csrc)[at]); break;
+        case ATTN_BF16: ((uint16_t *)csrc)[at] = attn_f32_to_bf16(x), cf32[i] = attn_bf16_to_f32(((uint16_t *)csrc)[at]); break;
+        case ATTN_F32: ((float *)csrc)[at] = x, cf32[i] = x; break;
+        default: ((uint8_t *)csrc)[at] = (uint8_t)u, cf32[i] = 0; break;
+        }
+    }
+    size_t row = known ? attn_quant_row_size(fm, cols) : 0, total = row * (size_t)rows;
+    bool ok = sd != ATTN_BOOL && known && row;
+    size_t offer = ok && byte(r) == 5 ? total - 1 : ok ? total : 64;
+    memset(cmem, 0xAA, MEM);
+    attn_error err;
+    attn_status st = attn_quantize(cmem, offer, fm, &src, &err);
+    CHECK(st == ATTN_OK || err.message[0]);
+    if (!known || sd == ATTN_BOOL) CHECK(st == ATTN_ERR_DTYPE);
+    else if (!row) CHECK(st == ATTN_ERR_SHAPE);
+    else if (offer < total) CHECK(st == ATTN_ERR_ARGUMENT);
+    else CHECK(st == ATTN_OK);
+    if (st) {
+        for (size_t i = 0; i < MEM; i++) CHECK(cmem[i] == 0xAA);
+        return;
+    }
+    memset(cmem2, 0xAA, MEM);
+    CHECK(attn_quantize(cmem2, total, fm, &f, &err) == ATTN_OK);
+    CHECK(!memcmp(cmem, cmem2, total)); /* the source's values first rounded to f32 */
+    /* widened: f32 C order, then dd strided */
+    attn_tensor w, d;
+    CHECK(attn_tensor_init(&w, cwide, ATTN_F32, 2, shape, NULL, NULL) == ATTN_OK);
+    CHECK(attn_dequantize(&w, cmem, total, fm, &err) == ATTN_OK);
+    CHECK(attn_tensor_init(&d, cdst, dd, 2, shape, strides, NULL) == ATTN_OK);
+    memset(cdst, 0x55, sizeof cdst);
+    st = attn_dequantize(&d, cmem, total - (byte(r) == 9), fm, &err);
+    if (st) {
+        CHECK(st == ATTN_ERR_ARGUMENT);
+        for (size_t i = 0; i < sizeof cdst; i++) CHECK(((uint8_t *)cdst)[i] == 0x55);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = (i / cols) * cols * cs + (i % cols) * cs;
+        float x = cwide[i];
+        switch (dd) {
+        case ATTN_F64: CHECK(isnan(x) ? isnan(((double *)cdst)[at]) : ((double *)cdst)[at] == (double)x); break;
+        case ATTN_F16: {
+            uint16_t h = ((uint16_t *)cdst)[at];
+            CHECK(isnan(x) ? isnan(attn_f16_to_f32(h)) : h == attn_f32_to_f16(x));
+            break;
+        }
+        case ATTN_BF16: {
+            uint16_t h = ((uint16_t *)cdst)[at];
+            CHECK(isnan(x) ? isnan(attn_bf16_to_f32(h)) : h == attn_f32_to_bf16(x));
+            break;
+        }
+        default: {
+            float y = ((float *)cdst)[at];
+            CHECK(isnan(x) ? isnan(y) : !memcmp(&x, &y, 4));
+        }
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader gr = {data, size};
     fuzz_groups(&gr);
+    reader cr = {data, size};
+    fuzz_convert(&cr);
     reader r = {data, size};
     attn_error err;
     attn_dtype fm = pick_format(&r);
@@ -243,11 +374,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
 
-    /* The described tensor as k and v of attention, with f32 queries. */
+    /* The described tensor as k and v of attention, with f32 queries: a
+     * few (the decode kernel) or more than ATTN_DECODE_MAX_L = 8 (the
+     * flash kernel). */
     if (t.rank >= 2 && numel <= FLOATS && t.shape[t.rank - 1] <= 256) {
         int64_t qshape[ATTN_MAX_RANK];
         memcpy(qshape, t.shape, sizeof qshape);
-        qshape[t.rank - 2] = byte(&r) % 3 + 1;
+        uint8_t lb = byte(&r);
+        qshape[t.rank - 2] = lb % 3 + 1 + (lb & 0x80 ? 8 : 0);
         attn_tensor q, out;
         int64_t qn = 1;
         for (int d = 0; d < t.rank; d++) qn *= qshape[d];
@@ -269,12 +403,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (sb & 1) o.k_descale = &sc;
             if (sb & 2) o.v_descale = &sc;
         }
+        static float before[FLOATS];
+        memcpy(before, obuf, sizeof before);
         st = attn_sdpa(&out, NULL, NULL, &q, &t, &t, &o, &err);
         CHECK(st == ATTN_OK || err.message[0]);
+        if (st) CHECK(!memcmp(before, obuf, sizeof before)); /* refused: nothing written */
+        if (!st && !o.k_descale && !o.v_descale) same_as_widened(&t, &q, &out, fm, qshape[t.rank - 2]);
         if (t.rank == 3) { /* a ragged batch of one sequence: (S, H, E) packed */
             int64_t cu_q[2] = {0, q.shape[0]}, cu_k[2] = {0, t.shape[0]};
+            memcpy(before, obuf, sizeof before);
             st = attn_sdpa_varlen(&out, NULL, &q, &t, &t, cu_q, cu_k, 1, NULL, &o, &err);
             CHECK(st == ATTN_OK || err.message[0]);
+            if (st) CHECK(!memcmp(before, obuf, sizeof before));
         }
     }
     return 0;

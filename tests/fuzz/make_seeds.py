@@ -501,5 +501,83 @@ def kv_pages_seeds():
           window + create + append([0], [34, 34, 34, 34], 32) + fork0 + append([0, 1], [34, 34], 32) + attend + gather0)
 
 
+# ---------------------------------------------------------------------------
+# Inputs for the API targets' properties: fuzz_api (16-bit queries, weights,
+# versioned structs' sizes, plain attention and attn_sdpa_reference compared),
+# fuzz_varlen (GQA, dtypes, head-major rows, options, masks per sequence, the
+# options a batch refuses) and fuzz_quant (attention over quantized keys
+# against the same over their widened rows). Run alone:
+#   /usr/bin/python3 -c 'import make_seeds; make_seeds.api_property_inputs()'
+# ---------------------------------------------------------------------------
+def api_property_inputs():
+    # fuzz_api: the call (0 forward, 1 backward), q's dtype byte (bit 0 f64;
+    # bits 1-2 f16/bf16 k and v beside f32 q; bits 3-4 set: q f16, with bit 5
+    # bf16), B, Hq, Hk, L, S, E, Ev (each byte b < 192 is b % 9), 0 (kept
+    # well-formed: B % 3 + 1 ...), the rank byte (2 + b % 3), then each
+    # tensor's layout byte (< 128: C order) and fill byte.
+    def problem(call, dt, B, Hq, Hk, L, S, E, Ev, rank=4):
+        return bytes([call, dt, B, Hq, Hk, L, S, E, Ev, 0, rank - 2, 0, 1, 0, 2, 0, 3])
+    def opts(which, *rest, more=0, tail=b""):  # threads byte, 0, which, its fields; more, its fields
+        return bytes([1, 0, which]) + bytes(rest) + bytes([more]) + tail
+    outs = bytes([0, 9, 0, 10])
+    # f16 q, f32 k and v, GQA (Hq 2, Hk 1), causal bottom-right and a bool (Hq, L, S) mask
+    write("api", "prop_f16_q_gqa_bool_mask",
+          problem(0, 0x18, 0, 1, 0, 2, 4, 3, 2) + opts(2 | 4, 2, 1, 0, 7) + outs + b"\0")
+    # bf16 q, k and v; f32 float mask, soft cap, ALiBi slopes and sinks, RoPE (the reference)
+    write("api", "prop_bf16_variants_rope",
+          problem(0, 0x3c, 1, 1, 1, 3, 5, 3, 3) + opts(4 | 16 | 32 | 64, 0, 0, 8, 5, 1, 0, 9, 1, 0, 11, 0, 3, 0, 0, 1) +
+          outs + b"\0")
+    # f64 with the weights and no lse
+    write("api", "prop_f64_weights_no_lse", problem(0, 1, 1, 1, 0, 4, 6, 2, 3) + opts(2, 1) + outs + bytes([3, 0, 12]))
+    # f32: options of struct_size 8 (every field its default), an older context, a newer RoPE
+    write("api", "prop_struct_sizes", problem(0, 0, 0, 2, 1, 1, 2, 3, 3) + opts(1 | 2, 0, 1) + outs +
+          bytes([4, 233, 237, 236]))
+    write("api", "prop_options_newer_header", problem(0, 0, 0, 0, 0, 1, 1, 1, 1) + opts(0) + outs + bytes([4, 236, 0, 0]))
+    # f32 decode (L 2) with dropout and bf16 compute (no comparison), then f32 flash (L 9) with causal top-left
+    write("api", "prop_f32_dropout_bf16", problem(0, 0, 1, 0, 1, 1, 7, 5, 5) +
+          opts(0, more=1 | 2, tail=bytes([3]) + bytes(8) + bytes([1])) + outs + b"\0")
+    write("api", "prop_f32_flash_top_left", problem(1, 0, 0, 2, 0, 8, 8, 7, 7) + opts(2, 1) + outs + b"\0" + bytes(12))
+    # backward in f64 with GQA: its gradients twice, the same bits
+    write("api", "prop_f64_backward_gqa", problem(1, 1, 0, 2, 1, 2, 3, 2, 2) + opts(2, 2) + outs + b"\0" + bytes(8))
+
+    # fuzz_varlen: the call (0 forward, 1 backward), batch, Tq, Tk, ten pairs of offsets, 1 (a well-formed split),
+    # causal, then the shapes byte x (Hk 1 + x % 2, Hq Hk·(1 + x/2 % 3), q's dtype x/8 % 4 of f32 f64 f16 bf16, k's
+    # x/32 % 4 of f32 f16 bf16 f32, bit 2 head-major rows, bit 7 no lse), E, Ev, the options byte y and its fields.
+    def batch(call, b, tq, tk, causal, x, e, ev, y, *rest):
+        cu = bytes(v for i in range(10) for v in (i * 3, i * 4))
+        return bytes([call, b, tq, tk]) + cu + bytes([1, causal, x, e, ev, y]) + bytes(rest)
+    # GQA (Hq 4, Hk 2), head-major rows, a bool mask per sequence over its heads
+    write("varlen", "prop_gqa_head_major_masks", batch(0, 3, 7, 9, 1, 7, 2, 1, 64, 3))
+    # f16 q, bf16 k and v: scale, soft cap, ALiBi, sinks, RoPE
+    write("varlen", "prop_f16_bf16_variants", batch(0, 2, 5, 6, 2, 81, 3, 3, 1 | 2 | 4 | 16 | 32, 24, 5,
+                                                     *([1] * 16), *([3] * 16), 1, 0))
+    # f64 backward, GQA, a window and dropout (p = 8/32, dropout_seed from 8 bytes)
+    write("varlen", "prop_f64_backward_window_dropout", batch(1, 3, 6, 8, 1, 8, 3, 2, 8 | 128, 2, 1 | (8 << 4), *range(8)))
+    # refused: options->mask (masks go per sequence), attention in pieces
+    write("varlen", "prop_refuse_options_mask", batch(0, 2, 4, 4, 0, 1, 2, 2, 128, 4))
+    write("varlen", "prop_refuse_pieces", batch(0, 2, 4, 4, 0, 1, 2, 2, 128, 8))
+    # bf16 q and f32 k and v, no lse, float masks of one head, bf16 compute
+    write("varlen", "prop_bf16_no_lse_float_masks", batch(0, 4, 8, 8, 0, 152 + 32 * 3, 4, 4, 64 | 128, 2, 4))
+
+    # fuzz_quant: format byte (5 q4_1, 0 q8, 2 e4m3), n (1, then ·32), rank 3, six (shape, stride) pairs
+    # (shape b % 5 + 1, stride 0: C order), the last dimension 32, NULL strides, the rows' bytes, one byte
+    # for the size offered, 4 bytes a float to quantize, then the queries: their count byte (bit 7: 8 more,
+    # the flash kernel), a byte each, and no per-head scale.
+    def quant(fmt, heads, keys, row, row_bytes, qrows_byte):
+        desc = bytes([fmt, 0, 1, 3, 0]) + bytes([heads - 1, 0, keys - 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]) + bytes([0, 0, 0])
+        n = heads * keys * 32
+        floats = b"".join(struct.pack(">f", ((i * 7) % 23 - 11) / 4) for i in range(n))
+        L = (qrows_byte % 3 + 1) + (8 if qrows_byte & 0x80 else 0)
+        qs = bytes((i * 5) % 17 for i in range(heads * L * 32))
+        return desc + (row * (heads * keys))[:row_bytes * heads * keys] + b"\0" + floats + bytes([qrows_byte]) + qs + b"\0"
+    q41_row = struct.pack("<ee", 0.25, -1.0) + bytes((i * 37) % 256 for i in range(16))
+    q8_row = struct.pack("<e", 0.125) + bytes((i * 29) % 256 for i in range(32))
+    e4m3_row = bytes((i * 11) % 0x7e for i in range(32))
+    write("quant", "prop_q4_1_flash_widened", quant(5, 2, 3, q41_row, 20, 0x80))
+    write("quant", "prop_q8_flash_widened", quant(0, 1, 4, q8_row, 34, 0x81))
+    write("quant", "prop_e4m3_decode_widened", quant(2, 2, 2, e4m3_row, 32, 1))
+
+
 if __name__ == "__main__":
     main()
+    api_property_inputs()
