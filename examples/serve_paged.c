@@ -43,15 +43,26 @@ static void check(attn_status st, const char *what) {
     exit(1);
 }
 
+/* Layer 0 names a request's sequence; every other pool must have handed
+ * out the same id for it. */
+static void same_id(int layer, int64_t *request_id, int64_t id) {
+    if (layer == 0) *request_id = id;
+    else if (id != *request_id) {
+        printf("FAIL layer %d's pool gave id %lld where layer 0's gave %lld\n", layer, (long long)id,
+               (long long)*request_id);
+        exit(1);
+    }
+}
+
 static float rnd(void) {
     static uint64_t x = 0x9e3779b97f4a7c15u;
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     return (float)((double)(x >> 11) / 9007199254740992.0 * 2 - 1);
 }
 
-/* The q8 layer's rows as its pool holds them, which must be within half a
- * q8 step (1/254 of a block's largest value) of the rows appended. */
-static void read_back_q8(int r, float (*appended)[HK][DH], int from, int rows) {
+/* The q8 layer's rows as its pool holds them, keys and values each within
+ * half a q8 step (1/254 of a block's largest value) of the rows appended. */
+static void read_back_q8(int r, float (*ak)[HK][DH], float (*av)[HK][DH], int from, int rows) {
     static double k[HK][MAXLEN][DH], v[HK][MAXLEN][DH];
     int64_t shape[3] = {HK, req[r].len, DH}, strides[3] = {MAXLEN * DH, DH, 1};
     attn_tensor tk, tv;
@@ -62,9 +73,10 @@ static void read_back_q8(int r, float (*appended)[HK][DH], int from, int rows) {
         for (int h = 0; h < HK; h++)
             for (int d = 0; d < DH; d++) {
                 keys[Q8][r][p][h][d] = k[h][p][d], vals[Q8][r][p][h][d] = v[h][p][d];
-                if (fabs(k[h][p][d] - appended[p - from][h][d]) > 1.0 / 254 + 1e-3) {
-                    printf("FAIL request %d position %d: q8 key %g read back as %g\n", r, p,
-                           appended[p - from][h][d], k[h][p][d]);
+                if (fabs(k[h][p][d] - ak[p - from][h][d]) > 1.0 / 254 + 1e-3 ||
+                    fabs(v[h][p][d] - av[p - from][h][d]) > 1.0 / 254 + 1e-3) {
+                    printf("FAIL request %d position %d: q8 key %g, value %g read back as %g, %g\n", r, p,
+                           ak[p - from][h][d], av[p - from][h][d], k[h][p][d], v[h][p][d]);
                     exit(1);
                 }
             }
@@ -132,13 +144,21 @@ int main(void) {
     for (int step = 0; step <= 10; step++) {
         int rows[NREQ] = {0}; /* new tokens per request this step */
         for (int l = 0; l < LAYERS; l++) { /* the scheduler's decisions, made on every pool alike */
+            int64_t id; /* each pool's new id, which must be layer 0's */
             if (step == 0)
-                for (int r = 0; r < 3; r++) check(attn_kv_pages_create(pool[l], &req[r].id, &err), "create");
-            if (step == 1) check(attn_kv_pages_fork(pool[l], &req[3].id, req[1].id, &err), "fork");
+                for (int r = 0; r < 3; r++) {
+                    check(attn_kv_pages_create(pool[l], &id, &err), "create");
+                    same_id(l, &req[r].id, id);
+                }
+            if (step == 1) {
+                check(attn_kv_pages_fork(pool[l], &id, req[1].id, &err), "fork");
+                same_id(l, &req[3].id, id);
+            }
             if (step == 3) check(attn_kv_pages_truncate(pool[l], req[2].id, req[2].len - 3, &err), "truncate");
             if (step == 6) {
                 check(attn_kv_pages_free(pool[l], req[0].id, &err), "free");
-                check(attn_kv_pages_create(pool[l], &req[4].id, &err), "create");
+                check(attn_kv_pages_create(pool[l], &id, &err), "create");
+                same_id(l, &req[4].id, id);
             }
         }
         if (step == 0)
@@ -191,7 +211,7 @@ int main(void) {
             check(attn_kv_pages_append(pool[l], ids, n, &k, &v, cu, &err), "append");
             if (l == Q8)
                 for (int i = 0; i < n; i++)
-                    read_back_q8(who[i], kbuf + cu[i], req[who[i]].len - rows[who[i]], rows[who[i]]);
+                    read_back_q8(who[i], kbuf + cu[i], vbuf + cu[i], req[who[i]].len - rows[who[i]], rows[who[i]]);
             attn_kv_paged_view view = attn_kv_paged_view_default();
             check(attn_kv_pages_view(&view, pool[l], &err), "view");
             attn_sdpa_plan **planned = l == Q8 ? &q8_plan : &plan;
@@ -203,7 +223,13 @@ int main(void) {
                     check(attn_kv_paged_plan_init(planned, l == Q8 ? q8_plan_memory : plan_memory, plan_bytes, &need,
                                                   &out, NULL, &q, cu_q, &view, NULL, &opts, &err),
                           "plan");
-                    if (need > workspace_size) workspace = realloc(workspace, workspace_size = need);
+                    if (need > workspace_size) {
+                        free(workspace);
+                        if (!(workspace = malloc(workspace_size = need))) {
+                            printf("FAIL out of memory for a workspace of %zu bytes\n", need);
+                            exit(1);
+                        }
+                    }
                 }
                 check(attn_kv_paged_run(*planned, &out, NULL, &q, view.k_pages, view.v_pages, workspace,
                                         workspace_size, &err),

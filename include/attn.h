@@ -2332,7 +2332,8 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * widened rows but within a stated bound of it ("How attention reads
  * them": a check against attention on the gathered values needs that
  * bound, not f32's). 32 values take 34 bytes in q8, 18 in q4 and 32 in
- * fp8 (64 in f16). Quantized pools take f32 queries. With key_dtype ATTN_Q4C
+ * fp8 (64 in f16). Quantized pools take f32 or 16-bit queries, never f64
+ * (f32 only with hadamard). With key_dtype ATTN_Q4C
  * or ATTN_Q2C (see "Keys quantized per channel") the key pages hold
  * (num_pages, Hk, P / 32) groups of attn_quant_group_size(key_dtype, E)
  * bytes instead, and each sequence's last positions (the group being
@@ -2365,13 +2366,18 @@ ATTN_API attn_status attn_kv_cache_truncate(attn_kv_cache *cache, int64_t length
  * Many layers: a pool holds one layer's keys and values. Give each layer a
  * pool of its own and make the same calls on every pool in the same order
  * (create, fork, append with the same row counts, truncate, free): ids and
- * pages are handed out by the calls alone, never by the data or the dtype,
- * so pools of the same page_size, num_pages, max_sequences, max_length,
- * key_dtype and residual then hold the same ids and page tables
- * (attn_kv_pages_sequence shows them). One plan of a step, made on one
- * layer's view, then runs every layer of the same dtype with that layer's
- * pages (attn_kv_paged_run, the pool's view's k_pages and v_pages); a
- * layer stored in another dtype (q8 beside f32) needs a plan of its own. */
+ * pages are handed out by the calls alone, never by the values, the
+ * storage dtype, hadamard or head_major, so pools of the same page_size,
+ * num_pages, max_sequences, max_length, key_dtype and residual then hold
+ * the same ids and page tables (attn_kv_pages_sequence shows them; keys
+ * quantized per channel with a residual window copy a shared page when a
+ * group fills, so their pools match only each other). One plan of a step,
+ * made on one layer's view, then runs every layer of the same storage
+ * with that layer's pages (attn_kv_paged_run, the pool's view's k_pages
+ * and v_pages), or, for pools with key_dtype or per-head fp8 scales, with
+ * that layer's whole view (attn_kv_paged_run_view, which also checks that
+ * the lengths agree); a layer stored in another dtype (q8 beside f32)
+ * needs a plan of its own. */
 typedef struct attn_kv_pages attn_kv_pages; /* opaque; lives in the caller's memory */
 
 typedef struct attn_kv_pages_desc {

@@ -32,7 +32,11 @@ suite() {
 
 clang_build() {
     command -v clang >/dev/null || { echo "FAIL clang_build: clang not installed"; return 1; }
-    make -s --no-print-directory BUILD="$BUILD/clang" CC=clang all && echo "ok clang_build_werror"
+    # the library, the command and the worked examples (outside programs, attn.h alone)
+    local examples
+    examples=$(for f in examples/*.c; do [ -e "$f" ] && echo "$BUILD/clang/examples/$(basename "$f" .c)"; done)
+    # shellcheck disable=SC2086
+    make -s --no-print-directory BUILD="$BUILD/clang" CC=clang all $examples && echo "ok clang_build_werror"
 }
 
 suite "unit tests (C API)" "$BUILD/tests/test_api"

@@ -519,8 +519,10 @@ static attn_status attend(size_t *bytes, int64_t length, attn_tensor *out, attn_
         return st;
     /* Named here, where the caller passed no k: the attention's own check would say "k is f32 but q is f64". */
     if ((cache->d.dtype == ATTN_F64) != (q->dtype == ATTN_F64))
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s but the cache stores %s; an f64 cache takes f64 q, any other "
-                         "f32 (or f16, bf16) q", attn_dtype_name(q->dtype), attn_dtype_name(cache->d.dtype));
+        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s but the cache stores %s; an f64 cache takes f64 q, %s",
+                         attn_dtype_name(q->dtype), attn_dtype_name(cache->d.dtype),
+                         cache->d.hadamard ? "this one (keys stored turned) f32 q"
+                                           : "any other f32 (or f16, bf16) q");
     /* The cache as one page of `capacity` positions holding every row's
      * heads: B sequences of one length, row b's Hk heads the pool's b·Hk ..
      * (rank 3 and 2: B = 1, one sequence). */

@@ -153,8 +153,8 @@ static attn_status check_mask(const attn_tensor *m, attn_dtype dtype, int out_ra
     attn_status st = attn_check_data(m, "mask", shapes, err);
     if (st) return st;
     if (m->dtype != ATTN_BOOL && m->dtype != dtype)
-        return attn_fail(err, ATTN_ERR_MASK, "mask is %s; it must be bool or %s like q",
-                         attn_dtype_name(m->dtype), dtype == ATTN_F32 ? "f32" : "f64");
+        return attn_fail(err, ATTN_ERR_MASK, "mask is %s; it must be bool or %s",
+                         attn_dtype_name(m->dtype), dtype == ATTN_F32 ? "f32 (q being f32, f16 or bf16)" : "f64 like q");
     if (m->rank < 0 || m->rank > out_rank)
         return attn_fail(err, ATTN_ERR_MASK, "mask has rank %d but the output has rank %d",
                          m->rank, out_rank);
