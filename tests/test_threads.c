@@ -897,7 +897,7 @@ static attn_status run_paged(const job *j, int threads, float *out, attn_error *
         return st;
     }
     if (!pc->plan) return attn_kv_pages_attend(&y, NULL, &j->t[0], paged_cu, j->seqs, 3, j->shared, NULL, &o, err);
-    attn_kv_paged_view view;
+    attn_kv_paged_view view = attn_kv_paged_view_default();
     size_t bytes = 0, ws = 0;
     attn_sdpa_plan *plan = NULL;
     void *memory = NULL, *work = NULL;
