@@ -443,6 +443,14 @@ suite "attn bench --ggml: ggml's flash attention beside attn's (runs, outputs ag
 # the machine, one type per key across them, every key in docs/performance.md.
 suite "attn bench --json: its reports together" $PY tests/bench_json.py docs/performance.md "$BUILD"/bench_reports/*.json
 fuzz_replay() {
+    # The corpus's seeds are what tests/fuzz/make_seeds.py writes, byte for
+    # byte (written into a temporary directory, never into the corpus), and
+    # every committed input not named by its SHA-1 is one of them.
+    if seeds=$($PY tests/fuzz/make_seeds.py --check 2>&1); then
+        echo "ok fuzz_seeds_are_what_make_seeds_writes"
+    else
+        echo "FAIL fuzz_seeds_are_what_make_seeds_writes: $(echo "$seeds" | head -4 | tr '\n' ' ')"
+    fi
     # Every committed fuzzer input (the corpus, and a regression file for
     # each crash the fuzzers found) runs once; any crash fails.
     for t in npy tokenize args explain_load mha_load safetensors mpi_args api varlen kv_pages quant env sdpa_load bench_args; do

@@ -599,13 +599,19 @@ def main():
         c.report("fault_rank_0_stopped_rank_1_says_it", "hangs: no answer after 60 s")
     # A rank that fails on its own (ATTN_MPI_FAULT=fail-POINT:R): an open
     # of an input or of the output's temporary that fails on that rank
-    # alone, or its allocation for its rows as it reads or writes them.
+    # alone (for real: the rank opens a name below the file, as a node
+    # that cannot reach it would), or its allocation for its rows as it
+    # reads or writes them. (Such an open failing inside Open MPI's
+    # collective MPI_File_open left every rank in it until the timers, at
+    # the timeout, named the open and not its cause: the ranks now open
+    # the file each by itself and agree on that first.)
     # The ranks agree on the failure before their next collective, so the
     # job ends at once, well before the timeout, with one error line that
     # names the real cause, and no output. (The failing rank skipped the
     # collectives the others entered: its next barrier met theirs of
     # another collective, or they waited out the timeout and named it.)
     for how, rank, want in (("fail-open", 1, "cannot open %s: " % q), ("fail-open", 2, "cannot open %s: " % q),
+                            ("fail-open", 0, "cannot open %s: " % q), ("fail-create", 2, "cannot create %s" % c.path("fault.npy")),
                             ("fail-read", 1, "out of memory for the rows of -q %s" % q),
                             ("fail-create", 1, "cannot create %s" % c.path("fault.npy")),
                             ("fail-write", 2, "out of memory for the rows of %s" % c.path("fault.npy"))):

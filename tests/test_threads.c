@@ -761,7 +761,10 @@ static void test_default_threads_follow_affinity(void) {
  * thread's own start at most the bound. The quantized values' three
  * kernels of the AVX-512 sets (ATTN_QDOT=f32_values, bf16_values,
  * int8_values, read once a process) run it again, each in a process of
- * its own. Sanitizers' frames are larger than the library's, so there the
+ * its own. Besides the other tests' jobs it runs f64 attention, a head
+ * trained, flash over keys quantized per channel, and paged attention over
+ * every quantized format of a pool, with and without the keys' Hadamard
+ * rotation, through the call and through a paged plan (paged_cases). Sanitizers' frames are larger than the library's, so there the
  * stack is 1 MiB and only the results are checked. */
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -812,6 +815,117 @@ static attn_status run_grouped_flash(const job *j, int threads, float *out, attn
     attn_tensor y = j->t[0];
     y.data = out;
     return attn_kv_cache_attend(&y, NULL, &j->t[0], j->shared, &o, err);
+}
+
+/* Paged attention over pools in the stored formats that take other
+ * kernels and steps than the f16 pool's: quantized values and keys (q4,
+ * q4_1, q8, e4m3 with per-head scales, e5m2), keys turned by the
+ * Hadamard rotation (q turned at the call, key_dim up to 1024, the
+ * largest row the rotation takes), keys quantized per channel with their
+ * residual rows; each through attn_kv_pages_attend, or planned and run
+ * (attn_kv_paged_plan_init, attn_kv_paged_run), and one appended and
+ * gathered back on the small stack. Hk 2 of Hq 4, pages of 32: sequences
+ * of 700, 300 and 100 keys, two decoding and one of 32 new queries. */
+typedef struct paged_case {
+    const char *name;
+    attn_dtype dtype, key_dtype;
+    int64_t E;
+    int hadamard, scaled, plan; /* plan 2: a pool made, appended and gathered by the call */
+} paged_case;
+
+static const paged_case paged_cases[] = {
+    {"kv_pages_q4_hadamard_key_dim_1024_attend", ATTN_Q4, 0, 1024, 1, 0, 0},
+    {"kv_pages_q8_hadamard_plan_run", ATTN_Q8, 0, 64, 1, 0, 1},
+    {"kv_pages_e4m3_scaled_hadamard_plan_run", ATTN_E4M3, 0, 128, 1, 1, 1},
+    {"kv_pages_q4_attend", ATTN_Q4, 0, 64, 0, 0, 0},
+    {"kv_pages_q4_1_plan_run", ATTN_Q4_1, 0, 64, 0, 0, 1},
+    {"kv_pages_q8_attend", ATTN_Q8, 0, 128, 0, 0, 0},
+    {"kv_pages_e5m2_attend", ATTN_E5M2, 0, 64, 0, 0, 0},
+    {"kv_pages_e4m3_scaled_attend", ATTN_E4M3, 0, 64, 0, 1, 0},
+    {"kv_pages_q4c_keys_attend", ATTN_F16, ATTN_Q4C, 128, 0, 0, 0},
+    {"kv_pages_q4c_keys_plan_run", ATTN_F16, ATTN_Q4C, 128, 0, 0, 1},
+    {"kv_pages_q4_hadamard_key_dim_1024_append_gather", ATTN_Q4, 0, 1024, 1, 0, 2},
+};
+enum { N_PAGED = sizeof paged_cases / sizeof paged_cases[0], PAGED_P = 32, PAGED_HK = 2 };
+static const float paged_scales[PAGED_HK] = {0.5f, 2.0f};
+static const int64_t paged_lengths[3] = {700, 300, 100}, paged_cu[4] = {0, 1, 2, 34};
+
+static attn_kv_pages_desc paged_desc(const paged_case *pc) {
+    attn_kv_pages_desc d = attn_kv_pages_desc_default();
+    d.heads = PAGED_HK, d.key_dim = d.value_dim = pc->E, d.dtype = pc->dtype, d.key_dtype = pc->key_dtype;
+    d.page_size = PAGED_P, d.num_pages = 48, d.max_sequences = 3, d.hadamard = pc->hadamard;
+    d.residual = pc->key_dtype ? 32 : 0;
+    if (pc->scaled) d.k_scale = d.v_scale = paged_scales;
+    return d;
+}
+
+/* A pool of the case's format, its three sequences appended (k and v: j's
+ * t[1], t[2]), in memory malloc'd into *memory; NULL on an error. */
+static attn_kv_pages *make_paged(const paged_case *pc, const job *j, int64_t *seqs, void **memory, attn_error *err) {
+    attn_kv_pages_desc d = paged_desc(pc);
+    size_t bytes = 0;
+    attn_kv_pages *pool = NULL;
+    int64_t cu[4] = {0, paged_lengths[0], paged_lengths[0] + paged_lengths[1]};
+    cu[3] = cu[2] + paged_lengths[2];
+    *memory = NULL;
+    attn_status st = attn_kv_pages_bytes(&bytes, &d, err);
+    if (!st && !(*memory = malloc(bytes))) st = attn_error_set(err, ATTN_ERR_NO_MEMORY, "no memory for the pool");
+    if (!st) st = attn_kv_pages_init(&pool, *memory, bytes, &d, err);
+    for (int i = 0; !st && i < 3; i++) st = attn_kv_pages_create(pool, &seqs[i], err);
+    if (!st) st = attn_kv_pages_append(pool, seqs, 3, &j->t[1], &j->t[2], cu, err);
+    return st ? NULL : pool;
+}
+
+static attn_status run_paged(const job *j, int threads, float *out, attn_error *err) {
+    const paged_case *pc = &paged_cases[j->cu[0]];
+    attn_context c = threads_ctx(threads);
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &c;
+    attn_tensor y = j->t[0];
+    y.data = out;
+    if (pc->plan == 2) { /* appended here, then sequence 0's keys and values gathered back into out */
+        int64_t seqs[3];
+        void *memory;
+        attn_kv_pages *pool = make_paged(pc, j, seqs, &memory, err);
+        attn_status st = pool ? ATTN_OK : err->status;
+        int64_t shape[3] = {PAGED_HK, paged_lengths[0], pc->E};
+        attn_tensor k, v;
+        attn_tensor_init(&k, out, ATTN_F32, 3, shape, NULL, NULL);
+        attn_tensor_init(&v, out + PAGED_HK * paged_lengths[0] * pc->E, ATTN_F32, 3, shape, NULL, NULL);
+        if (!st) st = attn_kv_pages_gather(&k, &v, pool, seqs[0], err);
+        free(memory);
+        return st;
+    }
+    if (!pc->plan) return attn_kv_pages_attend(&y, NULL, &j->t[0], paged_cu, j->seqs, 3, j->shared, NULL, &o, err);
+    attn_kv_paged_view view = attn_kv_paged_view_default();
+    size_t bytes = 0, ws = 0;
+    attn_sdpa_plan *plan = NULL;
+    void *memory = NULL, *work = NULL;
+    attn_status st = attn_kv_pages_view(&view, j->shared, err);
+    if (!st) st = attn_sdpa_plan_bytes(&bytes, view.num_sequences, err);
+    if (!st && !(memory = malloc(bytes))) st = attn_error_set(err, ATTN_ERR_NO_MEMORY, "no memory for the plan");
+    if (!st) st = attn_kv_paged_plan_init(&plan, memory, bytes, &ws, &y, NULL, &j->t[0], paged_cu, &view, NULL, &o, err);
+    if (!st && !(work = malloc(ws ? ws : 1))) st = attn_error_set(err, ATTN_ERR_NO_MEMORY, "no memory for the workspace");
+    for (int layer = 0; !st && layer < 2; layer++)
+        st = attn_kv_paged_run(plan, &y, NULL, &j->t[0], view.k_pages, view.v_pages, work, ws, err);
+    free(memory), free(work);
+    return st;
+}
+
+/* The case's job: q (34, 4, E) and the appended k and v (1100, 2, E); the
+ * pool made once (every call reads it, its memory *memory), but for the
+ * case that makes its own. 0, or 1 when it could not be made. */
+static int make_paged_job(job *j, int i, void **memory) {
+    const paged_case *pc = &paged_cases[i];
+    int64_t sq[3] = {paged_cu[3], 2 * PAGED_HK, pc->E},
+            sk[3] = {paged_lengths[0] + paged_lengths[1] + paged_lengths[2], PAGED_HK, pc->E};
+    *j = (job){.name = pc->name, .run = run_paged};
+    j->cu[0] = i;
+    j->t[0] = f32(3, sq, 1), j->t[1] = f32(3, sk, 1), j->t[2] = f32(3, sk, 1);
+    j->n_out = pc->plan == 2 ? (size_t)(2 * PAGED_HK * paged_lengths[0] * pc->E) : floats(&j->t[0]);
+    attn_error err;
+    *memory = NULL;
+    return pc->plan != 2 && !(j->shared = make_paged(pc, j, j->seqs, memory, &err));
 }
 
 typedef struct small_call {
@@ -936,7 +1050,9 @@ static void test_small_stack(void) {
     const char *qdot = getenv("ATTN_TEST_SMALL_STACK_ONLY") ? getenv("ATTN_QDOT") : NULL;
     /* The extra entry points, besides the other tests' jobs: f64
      * attention, a head trained, and flash over grouped keys. */
-    static job more[3];
+    enum { N_MORE = 3 + N_PAGED };
+    static job more[N_MORE];
+    static void *paged_memory[N_PAGED];
     int64_t q64[4] = {2, 3, 40, 24}, k64[4] = {2, 3, 70, 24};
     more[0] = (job){.name = "sdpa_f64", .run = run_f64};
     for (int i = 0; i < 3; i++) { /* f64 copies of f32 normal values */
@@ -968,7 +1084,10 @@ static void test_small_stack(void) {
         more[2].n_out = floats(&more[2].t[0]);
         if (!more[2].shared) more[2].run = NULL, check(0, "small_stack_q4c_cache", "the cache could not be made");
     }
-    for (int i = 0; i < N_JOBS + 3; i++) { /* one thread's results (the other jobs': test_thread_counts', but in a run of this alone) */
+    for (int i = 0; i < N_PAGED; i++)
+        if (make_paged_job(&more[3 + i], i, &paged_memory[i]))
+            more[3 + i].run = NULL, check(0, paged_cases[i].name, "its pool could not be made");
+    for (int i = 0; i < N_JOBS + N_MORE; i++) { /* one thread's results (the other jobs': test_thread_counts', but in a run of this alone) */
         job *j = i < N_JOBS ? &jobs[i] : &more[i - N_JOBS];
         attn_error err = {0};
         if (!j->run || j->want) continue;
@@ -978,7 +1097,7 @@ static void test_small_stack(void) {
             j->run = NULL;
         }
     }
-    for (int i = 0; i < N_JOBS + 3; i++) {
+    for (int i = 0; i < N_JOBS + N_MORE; i++) {
         job *j = i < N_JOBS ? &jobs[i] : &more[i - N_JOBS];
         if (!j->run || !j->want) continue;
         float *out = malloc(sizeof(float) * j->n_out);
@@ -1011,6 +1130,11 @@ static void test_small_stack(void) {
     }
     for (int i = 0; i < 3; i++) free(more[i].want), free(more[0].t[i].data);
     free(grouped_memory), free(more[2].t[0].data);
+    for (int i = 0; i < N_PAGED; i++) {
+        job *j = &more[3 + i];
+        free(j->want), free(paged_memory[i]);
+        for (int t = 0; t < 3; t++) free(j->t[t].data);
+    }
     test_small_stack_value_kernels();
 }
 

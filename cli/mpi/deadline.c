@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,7 +13,41 @@
 static int rank_ = 0, size_ = 1;
 static FILE *loud_;
 static double timeout_ = 60;
-static char temps_[2][4096]; /* read by the timer's handler: plain arrays, no pointers into freed memory */
+/* Everything the timer's handler (on_alarm) reads is a lock-free atomic,
+ * which C11 (7.14.1.1) and POSIX let a handler read: the handler may run
+ * on any thread of the process (Open MPI's own among them), in the middle
+ * of a store here. Each text has a generation, odd while it is rewritten:
+ * the handler takes the characters only when the generation was even
+ * before them and the same after them. */
+_Static_assert(ATOMIC_CHAR_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "the timer's handler reads lock-free atomics alone");
+enum { TEMP_MAX = 4096, ALARM_LINE_MAX = 1400 };
+typedef struct {
+    atomic_uint generation;
+    atomic_int len; /* 0: none */
+} text_guard;
+static atomic_char temps_[2][TEMP_MAX]; /* the outputs' temporaries, by value: no pointer into freed memory */
+static text_guard temp_guard_[2];
+
+/* n characters of text (n < the array's size) into an atomic array. */
+static void store_text(atomic_char *to, text_guard *g, const char *text, size_t n) {
+    atomic_fetch_add(&g->generation, 1); /* odd: being rewritten (seq_cst: before the characters) */
+    for (size_t i = 0; i < n; i++) atomic_store_explicit(&to[i], text[i], memory_order_relaxed);
+    atomic_store_explicit(&g->len, (int)n, memory_order_relaxed);
+    atomic_fetch_add(&g->generation, 1); /* even again, after them */
+}
+
+/* The handler's copy of such a text into buf (room for the text and its
+ * 0), with atomic loads alone: its length, or 0 when there is none or it
+ * was being rewritten. */
+static int load_text(char *buf, const atomic_char *from, text_guard *g) {
+    unsigned before = atomic_load(&g->generation);
+    int n = atomic_load(&g->len);
+    if (before & 1u) return 0;
+    for (int i = 0; i < n; i++) buf[i] = atomic_load_explicit(&from[i], memory_order_relaxed);
+    buf[n] = 0;
+    atomic_thread_fence(memory_order_acquire); /* the characters read before the generation is read again */
+    return atomic_load(&g->generation) == before ? n : 0;
+}
 
 void deadline_init(int rank, int size, FILE *loud, double timeout_s) {
     rank_ = rank, size_ = size, loud_ = loud, timeout_ = timeout_s;
@@ -23,8 +58,8 @@ double deadline_timeout(void) { return timeout_; }
 
 void deadline_temp(int i, const char *path) {
     if (i < 0 || i > 1) return;
-    if (!path || strlen(path) >= sizeof temps_[i]) temps_[i][0] = 0;
-    else memcpy(temps_[i], path, strlen(path) + 1);
+    size_t n = path ? strlen(path) : 0;
+    store_text(temps_[i], &temp_guard_[i], path ? path : "", n < TEMP_MAX ? n : 0); /* too long: none (never, TMP_SUFFIX) */
 }
 
 /* How long rank r waits before it speaks: a lower rank that timed out too
@@ -32,9 +67,12 @@ void deadline_temp(int i, const char *path) {
  * the rest). */
 static double turn(void) { return rank_ < 3 ? rank_ : 3; }
 
+/* Async-signal-safe (atomic loads and unlink): on_alarm calls it too. */
 static void remove_temps(void) {
-    for (int i = 0; i < 2; i++)
-        if (temps_[i][0]) unlink(temps_[i]);
+    for (int i = 0; i < 2; i++) {
+        char path[TEMP_MAX];
+        if (load_text(path, temps_[i], &temp_guard_[i]) > 0) unlink(path);
+    }
 }
 
 /* The tag of "a rank has said why the job ends", on MPI_COMM_WORLD: the
@@ -160,19 +198,24 @@ void deadline_barrier(MPI_Comm comm, const char *point, const char *what) {
 }
 
 /* The timer of a blocking collective: its line is written before it is
- * armed, for the handler can only write() and _exit(). */
-static char alarm_line_[1400];
-static size_t alarm_len_;
-static int alarm_fd_ = 2;
+ * armed, for the handler calls only functions that POSIX lists as
+ * async-signal-safe (unlink, write, _exit) and reads only the atomics
+ * above and these. */
+static atomic_char alarm_line_[ALARM_LINE_MAX];
+static text_guard alarm_guard_;
+static atomic_int alarm_fd_ = 2;
 static timer_t timer_;
-static int have_timer_ = -1; /* -1 not tried, 0 none, 1 created */
+static int have_timer_ = -1; /* -1 not tried, 0 none, 1 created (never read by the handler) */
 
 static void on_alarm(int sig) {
     (void)sig;
-    for (int i = 0; i < 2; i++)
-        if (temps_[i][0]) unlink(temps_[i]);
-    ssize_t w = write(alarm_fd_, alarm_line_, alarm_len_);
-    (void)w;
+    remove_temps();
+    char line[ALARM_LINE_MAX];
+    int n = load_text(line, alarm_line_, &alarm_guard_);
+    if (n > 0) {
+        ssize_t w = write(atomic_load(&alarm_fd_), line, (size_t)n);
+        (void)w;
+    }
     _exit(EXIT_DATA);
 }
 
@@ -195,12 +238,13 @@ void deadline_enter(MPI_Comm comm, const char *point, const char *what) {
         have_timer_ = sigaction(SIGALRM, &sa, NULL) == 0 && timer_create(CLOCK_MONOTONIC, &ev, &timer_) == 0;
     }
     if (!have_timer_) return; /* the barrier alone: a rank lost before it is still found */
-    char late[200];
+    char late[200], line[ALARM_LINE_MAX];
     snprintf(late, sizeof late, LATE, timeout_);
-    int len = snprintf(alarm_line_, sizeof alarm_line_, "attn: error: rank %d: %s: %s\n", rank_, what, late);
-    alarm_len_ = len < 0 ? 0 : (size_t)len < sizeof alarm_line_ ? (size_t)len : sizeof alarm_line_ - 1;
-    if (alarm_len_ > 0) alarm_line_[alarm_len_ - 1] = '\n'; /* a long path cut short still ends its line */
-    alarm_fd_ = fileno(loud_ ? loud_ : stderr);
+    int len = snprintf(line, sizeof line, "attn: error: rank %d: %s: %s\n", rank_, what, late);
+    size_t n = len < 0 ? 0 : (size_t)len < sizeof line ? (size_t)len : sizeof line - 1;
+    if (n > 0) line[n - 1] = '\n'; /* a long path cut short still ends its line */
+    store_text(alarm_line_, &alarm_guard_, line, n);
+    atomic_store(&alarm_fd_, fileno(loud_ ? loud_ : stderr));
     fflush(loud_ ? loud_ : stderr);
     /* In turn, as deadline_lost speaks, but twice as far apart: the
      * handler cannot hear that a lower rank spoke, and mpirun may take

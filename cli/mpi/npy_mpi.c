@@ -79,29 +79,63 @@ static const char *doing(char *what, size_t size, const char *verb, const char *
     return what;
 }
 
+/* The name this rank opens for path: path, but for the tests, where
+ * ATTN_MPI_FAULT=fail-POINT:R makes rank R a node that cannot open the
+ * file, a name below it (into buf), whose open fails for real (ENOTDIR)
+ * and creates nothing. */
+static const char *name_to_open(const char *path, const char *point, char *buf, size_t size) {
+    return deadline_failing(point) && snprintf(buf, size, "%s/absent", path) > 0 ? buf : path;
+}
+
+/* Whether this rank cannot open path with MPI-IO by itself (MPI_COMM_SELF,
+ * amode; closed at once), said in msg as "VERB PATH: MPI's text". */
+static int cannot_open_alone(const char *path, int amode, const char *point, const char *verb, char *msg, size_t n) {
+    char below[4200];
+    MPI_File fh;
+    int rc = MPI_File_open(MPI_COMM_SELF, name_to_open(path, point, below, sizeof below), amode, MPI_INFO_NULL, &fh);
+    if (rc == MPI_SUCCESS) MPI_File_close(&fh);
+    else mpi_text(msg, n, verb, path, rc);
+    return rc != MPI_SUCCESS;
+}
+
+/* MPI_File_open of path on comm, under the deadline, once every rank has
+ * opened it by itself (cannot_open_alone) and they agreed that all could
+ * (failed_anywhere): a node that cannot open the file is then the agreed
+ * error, said at once by rank 0. Open MPI's collective open failing on
+ * some ranks only leaves the others inside it (collectives of its own
+ * follow the open of the file), and the one that failed too: all of them
+ * wait for their timers, which cannot say the cause. Should the
+ * collective open still fail (the file changed in between, or on every
+ * rank: a name only MPI-IO reads), the ranks that return agree on it as
+ * before. 0 opened; 1 or -1 as failed_anywhere; *fh MPI_FILE_NULL unless
+ * opened. */
+static int open_on_all(MPI_File *fh, const char *path, int amode, MPI_Comm comm, const char *point, const char *verb,
+                       const char *verbing, const char *name, char *msg, size_t n) {
+    *fh = MPI_FILE_NULL;
+    /* by itself without MPI_MODE_CREATE: rank 0 created the output's
+     * temporary, and a rank that does not see it must not make its own */
+    int failed = failed_anywhere(cannot_open_alone(path, amode & ~MPI_MODE_CREATE, point, verb, msg, n), comm, verbing, name);
+    if (failed) return failed;
+    char what[4300], below[4200];
+    deadline_enter(comm, point, doing(what, sizeof what, verbing, name, "MPI_File_open"));
+    int rc = MPI_File_open(comm, name_to_open(path, point, below, sizeof below), amode, MPI_INFO_NULL, fh);
+    deadline_leave();
+    if (rc != MPI_SUCCESS) *fh = MPI_FILE_NULL, mpi_text(msg, n, verb, path, rc);
+    /* The ranks that opened it then leave it open, forgotten:
+     * MPI_File_close is collective over every rank of comm, the ones
+     * without it too, and the job ends next. */
+    if ((failed = failed_anywhere(rc != MPI_SUCCESS, comm, verbing, name))) *fh = MPI_FILE_NULL;
+    return failed;
+}
+
 int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, char *msg, size_t n) {
     memset(f, 0, sizeof *f);
     f->path = path, f->name = name ? name : path, f->comm = comm;
     char what[4300];
-    deadline_enter(comm, "open", doing(what, sizeof what, "opening", f->name, "MPI_File_open"));
-    int rc = MPI_File_open(comm, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &f->fh);
-    deadline_leave();
-    /* For the tests: the open taken as failed on this rank alone, its file
-     * forgotten as below. (A name that fails here alone keeps Open MPI's
-     * other ranks inside MPI_File_open, which only its timer ends: same_file
-     * opened the file on every rank before, to find such a rank.) */
-    if (rc == MPI_SUCCESS && deadline_failing("open")) rc = MPI_ERR_NO_SUCH_FILE;
-    if (rc != MPI_SUCCESS) f->fh = MPI_FILE_NULL, mpi_text(msg, n, "cannot open", path, rc);
-    /* The open may fail on some ranks only (a node that cannot read the
-     * file): agreed before the header's collective read, which a rank
-     * without the file cannot take part in. The ranks that opened it then
-     * leave it open, forgotten: MPI_File_close is collective over every
-     * rank of comm, the ones without it too, and the job ends next. */
-    int failed = failed_anywhere(rc != MPI_SUCCESS, comm, "opening", f->name);
-    if (failed) {
-        f->fh = MPI_FILE_NULL;
-        return failed;
-    }
+    /* Agreed before the header's collective read, which a rank without
+     * the file cannot take part in. */
+    int failed = open_on_all(&f->fh, path, MPI_MODE_RDONLY, comm, "open", "cannot open", "opening", f->name, msg, n);
+    if (failed) return failed;
     MPI_File_set_errhandler(f->fh, MPI_ERRORS_RETURN);
     MPI_Offset size = 0;
     MPI_File_get_size(f->fh, &size);
@@ -113,7 +147,7 @@ int npy_mpi_open(npy_mpi *f, const char *path, const char *name, MPI_Comm comm, 
     MPI_Status status;
     MPI_Request req;
     deadline_fault("header");
-    rc = MPI_File_iread_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &req);
+    int rc = MPI_File_iread_at_all(f->fh, 0, head, (int)(size < HEAD ? size : HEAD), MPI_BYTE, &req);
     if (rc != MPI_SUCCESS) refused("cannot read", path, rc);
     deadline_wait(&req, 1, &status, doing(what, sizeof what, "reading the header of", f->name, "MPI_File_iread_at_all"));
     MPI_Get_count(&status, MPI_BYTE, &got);
@@ -280,20 +314,17 @@ int npy_mpi_write(const char *path, const attn_tensor *local, const int64_t *who
      * dtype are alike on all.) */
     MPI_File fh;
     char what[4300];
-    deadline_enter(comm, "create", doing(what, sizeof what, "creating", path, "MPI_File_open"));
-    int rc = MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
-    deadline_leave();
-    if (rc == MPI_SUCCESS && deadline_failing("create")) rc = MPI_ERR_ACCESS; /* for the tests, as in npy_mpi_open */
-    if (rc != MPI_SUCCESS) mpi_text(msg, n, "cannot create", path, rc);
-    /* Agreed before the collectives on the file, as in npy_mpi_open (the
-     * ranks that opened it leave it open, forgotten). */
-    int failed = failed_anywhere(rc != MPI_SUCCESS, comm, "creating", path);
+    /* Agreed before the collectives on the file, as in npy_mpi_open (each
+     * rank opens the temporary, which rank 0 created, by itself first). */
+    int failed = open_on_all(&fh, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, comm, "create", "cannot create", "creating",
+                             path, msg, n);
     if (failed) return failed;
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
     deadline_enter(comm, "size", doing(what, sizeof what, "emptying", path, "MPI_File_set_size"));
     MPI_File_set_size(fh, 0);
     deadline_leave();
     MPI_Status status;
+    int rc = MPI_SUCCESS;
     if (rank == 0) rc = MPI_File_write_at(fh, 0, head, (int)head_len, MPI_BYTE, &status);
     /* said after the collective writes below, which every rank must make */
     int head_rc = rc, bad = 0; /* bad: 1 this rank failed (msg), -1 another did */

@@ -4,16 +4,28 @@
 A few well-formed inputs per target, so that the fuzzers start from every
 format version, dtype, subcommand and option instead of from nothing. The
 committed corpus is these seeds plus what the fuzzers found (merged with
--merge=1); rerun this only to add seeds.
+-merge=1, named by the SHA-1 of their bytes); rerun this only to add seeds.
+
+Usage: make_seeds.py          write the seeds into tests/fuzz (corpus/, regressions/)
+       make_seeds.py DIR      write them into DIR/corpus and DIR/regressions instead
+       make_seeds.py --check  write them into a temporary directory and compare: every
+                              file written must be the committed one, byte for byte, and
+                              every committed corpus file not named by a SHA-1 must be one
+                              it writes (exit 1 naming the differences)
 """
 import io
 import json
 import os
+import re
+import shutil
 import struct
+import sys
+import tempfile
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = HERE  # where write() puts the files (main's argument)
 
 
 def npy(a, version=None):
@@ -58,7 +70,7 @@ def safetensors(tensors):
 
 
 def write(target, name, data, where="corpus"):
-    d = os.path.join(HERE, where, target)
+    d = os.path.join(OUT, where, target)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
@@ -128,11 +140,26 @@ def main():
         ["scaling", "--dims", "4,64", "--no-train"],
         ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--dropout", "0.1", "--seed", "5",
          "--dropout-mask", "keep.npy"],
+        # the score variants, and attn mha
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--softcap", "30", "--alibi", "--window", "128",
+         "--causal=bottom-right"],
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--alibi-slopes", "s.npy", "--window", "-3", "--softcap",
+         "nan", "--alibi"],
+        ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--window", "1099511627777", "--softcap", "1e309"],
+        ["mha", "-x", "x.npy", "--weights", "w.safetensors", "--heads", "4", "--rope", "halves", "--causal", "-o",
+         "o.npy"],
+        ["mha", "-x", "x.npy", "--weights", "d", "--heads", "0", "--kv-heads", "x", "--rope", "spiral", "--rope-base",
+         "-1"],
     ]
     named = {  # written under their names (the list above is numbered)
-        "sdpa_rope": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--rope", "interleaved", "--rope-base",
-                      "500", "--rope-dim", "-4", "--rope-offset", "99"],
+        # an option "--rope-base(0", --rope-base's name with more after it (refused); then the base given
+        "sdpa_rope": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--rope", "interleaved", "--rope-base(0",
+                      "--rope-dim", "-4", "--rope-offset", "99"],
+        "sdpa_rope_base": ["sdpa", "-q", "q.npy", "-k", "k.npy", "-v", "v.npy", "--rope", "interleaved", "--rope-base",
+                           "500", "--rope-dim", "-4", "--rope-offset", "99"],
         "explain_vocab": ["explain", "--vocab"],
+        "explain_trained": ["explain", "--trained", "--step", "summary"],
+        "explain_additive": ["explain", "--score", "additive", "the", "cat"],
         "explain_json_step": ["explain", "--json", "--step", "weights"],
         "explain_tied": ["explain", "--tied", "--step", "scores", "the", "cat"],
         "explain_scale_by": ["explain", "--scale-by", "d_model", "--step", "scaled"],
@@ -177,7 +204,9 @@ def main():
     write("explain_load", "sentence", b"the cat sat on the mat")
     write("explain_load", "sentence_unknown_word", b"the cat sta on teh mat")
     write("explain_load", "sentence_no_words", b" ,;")
-    mha_seeds(mark)
+    # the data of the first safetensors seeds, drawn here where they were
+    # once written (mha_seeds, before them now, draws from its own generator)
+    mha_seeds(mark, r.standard_normal((2, 3)).tobytes())
     refusal_seeds()
     sdpa_load_seeds(mark)
     bench_args_seeds()
@@ -310,11 +339,14 @@ def bench_args_seeds():
         "mpi_layout_unknown": ["--layout", "ring"],
         "mpi_layout_without_value": ["--quick", "--layout"],
         "mpi_help_after_bad_value": ["--seq", "abc", "-h"],
+        "mpi_timeout": ["--timeout", "2.5"],
+        "mpi_timeout_nan": ["--timeout", "nan", "--quick"],
+        "mpi_timeout_zero": ["--timeout=0"],
     }.items():
         write("bench_args", n, "\0".join(a))
 
 
-def mha_seeds(mark):
+def mha_seeds(mark, first_data):
     """attn mha: its arguments, and its files (fuzz_mha_load: a byte of heads
     and flags, then -x, --key, --value and the weights' safetensors file)."""
     args = {
@@ -390,6 +422,25 @@ def mha_seeds(mark):
     write("mha_load", "packed_incremental_kv_q4_1", files(1 | 16 | 2 << 5, f((2, 3, 64)).astype(np.float32),
                                                           weights=wide))
 
+    # safetensors files of attn mha's weights: two tensors and __metadata__,
+    # f16 with an empty tensor, bf16, two tensors over the same bytes, a
+    # header cut short, six dimensions
+    a12 = np.arange(12, dtype=np.float32)
+    for name, (header, data12) in {
+        "s1": ({"in_proj_weight": {"dtype": "F32", "shape": [6, 2], "data_offsets": [0, 48]},
+                "out_proj.bias": {"dtype": "F64", "shape": [2], "data_offsets": [48, 64]}, "__metadata__": {"format": "pt"}},
+               a12.tobytes() + np.ones(2).tobytes()),
+        "s2": ({"a": {"dtype": "F16", "shape": [6, 2], "data_offsets": [0, 24]},
+                "b": {"dtype": "F64", "shape": [0, 3], "data_offsets": [24, 24]}, "__metadata__": {"format": "pt"}},
+               a12.astype(np.float16).tobytes()),
+        "s3": ({"a": {"dtype": "BF16", "shape": [6, 4], "data_offsets": [0, 48]}}, a12.tobytes()),
+        "s4": ({"a": {"dtype": "F32", "shape": [6, 2], "data_offsets": [0, 48]},
+                "b": {"dtype": "F32", "shape": [2, 2], "data_offsets": [32, 48]}}, a12.tobytes() * 2),
+        "s6": ({"a": {"dtype": "F32", "shape": [1] * 6, "data_offsets": [0, 4]}}, a12.tobytes()),
+    }.items():
+        write("safetensors", name, safetensors_raw(json.dumps(header).encode(), data12))
+    write("safetensors", "s5", struct.pack("<Q", 3) + b'{"a')
+
     # safetensors: what the format forbids next to what it allows, so that the
     # fuzzer mutates the NUL and __metadata__ checks' both sides.
     data = r.standard_normal((2, 3)).tobytes()
@@ -412,7 +463,9 @@ def mha_seeds(mark):
         "shape_float": json.dumps({"a": dict(t, shape=[2.0, 3])}).encode(),
         "offsets_exponent": json.dumps({"a": t}).encode().replace(b"[0, 48]", b"[0e0, 4.8E1]"),
     }.items():
-        write("safetensors", name, safetensors_raw(header, data + (b"\0" * 8 if name == "hole_before" else b"")))
+        first = name.startswith(("nul_", "metadata_"))  # the first written, with first_data
+        write("safetensors", name, safetensors_raw(header, (first_data if first else data) +
+                                                   (b"\0" * 8 if name == "hole_before" else b"")))
     write("safetensors", "bytes_after_data", safetensors_raw(json.dumps({"a": t}).encode(), data + b"\0" * 8))
     write("safetensors", "npy_file", npy(np.zeros((2, 3))))
     # entries each refused (or, for more dimensions than attn reads, named but not loaded) for one reason
@@ -435,6 +488,29 @@ def mha_seeds(mark):
         write("safetensors", name, safetensors_raw(json.dumps(entries).encode(), data[:size]))
     kv_pages_seeds()
     env_seeds()
+    varlen_seeds()
+    api_property_inputs()
+
+
+def varlen_seeds():
+    """Programs for fuzz_varlen (its reader: the first byte picks the call,
+    0 a ragged batch, 1 its backward, 2 one paged sequence, 3 a ragged batch
+    over a pool; then sizes, offsets, page tables and lengths, each a byte
+    or an edge of int64 or int32)."""
+    for name, hexbytes in {
+        "ragged_ok": "0003090c000003040508090c0000000000000000000000000102",
+        "ragged_edges": "0002090c0000e2e3e1e0090c0000000000000000000000000000",
+        "ragged_decreasing": "0003090c000005040308090c0000000000000000000000000001",
+        "ragged_negative_batch": "00e0040400000000000000000000000000000000000000000000",
+        "backward_ok": "0102070500000300070500000000000000000000000000000101",
+        "paged_ok": "02071403000102000000000001",
+        "paged_outside": "02040c03000502000000000000",
+        "paged_negative_entry": "02040c0300e002000000000000",
+        "paged_length_past": "02042702000100000000000001",
+        "paged_batch_ok": "030714030000010102020000000000000000000001011e04",
+        "paged_batch_outside": "03040c03000501e002020000000000000000000000020d04",
+    }.items():
+        write("varlen", name, bytes.fromhex(hexbytes))
 
 
 def env_seeds():
@@ -506,8 +582,7 @@ def kv_pages_seeds():
 # versioned structs' sizes, plain attention and attn_sdpa_reference compared),
 # fuzz_varlen (GQA, dtypes, head-major rows, options, masks per sequence, the
 # options a batch refuses) and fuzz_quant (attention over quantized keys
-# against the same over their widened rows). Run alone:
-#   /usr/bin/python3 -c 'import make_seeds; make_seeds.api_property_inputs()'
+# against the same over their widened rows); main() writes them with the rest.
 # ---------------------------------------------------------------------------
 def api_property_inputs():
     # fuzz_api: the call (0 forward, 1 backward), q's dtype byte (bit 0 f64;
@@ -578,6 +653,48 @@ def api_property_inputs():
     write("quant", "prop_e4m3_decode_widened", quant(2, 2, 2, e4m3_row, 32, 1))
 
 
+def files_under(root):
+    """{path relative to root: bytes} of every file under root/corpus and root/regressions."""
+    found = {}
+    for where in ("corpus", "regressions"):
+        for d, _, names in os.walk(os.path.join(root, where)):
+            for n in names:
+                path = os.path.join(d, n)
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, root)] = f.read()
+    return found
+
+
+def check():
+    """The committed seeds are exactly what main() writes (see the usage)."""
+    global OUT
+    tmp = tempfile.mkdtemp(prefix="attn-seeds-")
+    try:
+        OUT = tmp
+        main()
+        written = files_under(tmp)
+    finally:
+        OUT = HERE
+        shutil.rmtree(tmp)
+    committed = files_under(HERE)
+    found_by_fuzzer = re.compile(r"^[0-9a-f]{40}$")
+    problems = ["%s: not committed" % p for p in sorted(written) if p not in committed]
+    problems += ["%s: the committed bytes differ" % p for p in sorted(written)
+                 if p in committed and committed[p] != written[p]]
+    problems += ["%s: committed, but make_seeds.py does not write it" % p for p in sorted(committed)
+                 if p.startswith("corpus" + os.sep) and p not in written
+                 and not found_by_fuzzer.match(os.path.basename(p))]
+    for p in problems:
+        print("make_seeds.py --check: " + p)
+    print("make_seeds.py --check: %d seeds written, %d differences" % (len(written), len(problems)))
+    return 1 if problems else 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(check())
+    if len(sys.argv) > 2 or (sys.argv[1:] and sys.argv[1].startswith("-")):
+        sys.exit(__doc__.split("\n\n", 2)[2])
+    if sys.argv[1:]:
+        OUT = os.path.abspath(sys.argv[1])
     main()
-    api_property_inputs()
