@@ -301,6 +301,22 @@ def s_bound(c, q, k):
     return s
 
 
+def variant_options(var):
+    """The binding's keyword arguments for a case's score variants."""
+    kw = {}
+    for key in ("softcap", "window"):
+        if key in var:
+            kw[key] = var[key]
+    if "slopes" in var:
+        kw["alibi_slopes"] = var["slopes"]
+    if "sinks" in var:
+        kw["sinks"] = var["sinks"]
+    if "rope" in var:
+        layout, base, dim, offset = var["rope"]
+        kw["rope"] = dict(layout=layout, base=base, rotary_dim=dim, position_offset=offset)
+    return kw
+
+
 def run_dense(sw, c, name):
     dt = c["dt"]
     q = c["q"].astype(dt)
@@ -326,17 +342,7 @@ def run_dense(sw, c, name):
     if mask is not None and mask.dtype != np.bool_:
         mask = mask.astype(work)
     variants = dict(c["variants"])
-    opt = {}
-    for key in ("softcap", "window"):
-        if key in variants:
-            opt[key] = variants[key]
-    if "slopes" in variants:
-        opt["alibi_slopes"] = variants["slopes"]
-    if "sinks" in variants:
-        opt["sinks"] = variants["sinks"]
-    if "rope" in variants:
-        layout, base, dim, offset = variants["rope"]
-        opt["rope"] = dict(layout=layout, base=base, rotary_dim=dim, position_offset=offset)
+    opt = variant_options(variants)
     batch = np.broadcast_shapes(c["batch"], k.shape[:-3])
     oshape = tuple(batch) + (c["Hq"], c["L"], c["Ev"])
     mpass = mask
@@ -750,18 +756,7 @@ def run_dense_plan(sw, rng, name):
         k, v = (laid_out(rng, a.astype(np.float16), lay) for a, lay in zip((c["k"], c["v"]), c["layout"][1:]))
     if c["q16"]:
         q = laid_out(rng, c["q"].astype(np.float16), c["layout"][0])
-    kw = {}
-    var = c["variants"]
-    for key in ("softcap", "window"):
-        if key in var:
-            kw[key] = var[key]
-    if "slopes" in var:
-        kw["alibi_slopes"] = var["slopes"]
-    if "sinks" in var:
-        kw["sinks"] = var["sinks"]
-    if "rope" in var:
-        layout, base, dim, offset = var["rope"]
-        kw["rope"] = dict(layout=layout, base=base, rotary_dim=dim, position_offset=offset)
+    kw = variant_options(c["variants"])
     kw["num_threads"] = c["threads"]
     causal = CAUSAL[c["causal"]]
     name = "%s(%s)" % (name, describe(c))
