@@ -1745,10 +1745,9 @@ static void test_hadamard(attn_dtype format) {
         check(!s1 && !s2 && !memcmp(o1, o2, (size_t)(HQ * L * E) * 4) && !strcmp(k1, want[c]), name,
               "status %d %d, kernels %s %s (want %s)", (int)s1, (int)s2, k1, k2, want[c]);
         /* from a caller's workspace: attn_sdpa's on the view and q's turned
-         * copy and its rows' f64 scratch (attn.h: 4 bytes an element
-         * rounded up to 64, 8 bytes an element of a row rounded up to 64,
-         * and 63 more); 64 bytes short of that refused, out untouched */
-        size_t ws = 0, turned = ((size_t)(HQ * L * E) * 4 + 63) / 64 * 64 + ((size_t)E * 8 + 63) / 64 * 64 + 63;
+         * copy (attn.h: 4 bytes an element rounded up to 64, and 63 more);
+         * 64 bytes short of that refused, out untouched */
+        size_t ws = 0, turned = ((size_t)(HQ * L * E) * 4 + 63) / 64 * 64 + 63;
         attn_status s3 = attn_sdpa_workspace_size(&ws, &to2, NULL, NULL, &thq, &vk, &vv, &o, &err);
         void *work = malloc(ws + turned);
         attn_context ctx = attn_context_default();

@@ -602,23 +602,20 @@ attn_status attn_hadamard_queries(attn_tensor *hq, attn_arena *arena, const attn
         return attn_fail(err, ATTN_ERR_OVERFLOW, "q's turned copy overflows");
     attn_tensor_init(hq, NULL, ATTN_F32, q->rank, q->shape, NULL, NULL);
     hq->data = attn_arena_alloc(arena, (size_t)(n ? n : 1), sizeof(float));
-    /* Each row is turned in f64 (attn_hadamard_f32), its scratch after the
-     * copy: a row of up to ATTN_HADAMARD_MAX doubles (8 KiB) is no frame
-     * for a caller's small stack (attn.h, "Stack"). */
-    const int64_t E = q->shape[q->rank - 1];
-    double *work = attn_arena_alloc(arena, (size_t)(E >= 1 && E <= ATTN_HADAMARD_MAX ? E : 1), sizeof(double));
     if (arena->measure) return ATTN_OK;
-    if (!hq->data || !work)
-        return attn_fail(err, arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "%s q's turned copy (%lld floats) "
-                         "and its rows' scratch", arena->base ? "the workspace has no room left for" : "no memory for",
-                         (long long)n);
+    if (!hq->data)
+        return attn_fail(err, arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "%s q's turned copy (%lld floats)",
+                         arena->base ? "the workspace has no room left for" : "no memory for", (long long)n);
+    attn_tensor_convert(hq, q, NULL);
     /* q's last dimension is E, a power of two up to ATTN_HADAMARD_MAX:
-     * checked by the cache */
+     * checked by the cache; each row turned in place, its f64 scratch on
+     * the stack (attn_hadamard would allocate it) */
+    const int64_t E = q->shape[q->rank - 1];
+    double work[ATTN_HADAMARD_MAX];
     if (E > ATTN_HADAMARD_MAX || !attn_power_of_two(E))
         return attn_fail(err, ATTN_ERR_SHAPE, "q's rows have %lld values; keys stored with the Hadamard rotation "
                          "have a power of two up to %d (their key_dim)", (long long)E, ATTN_HADAMARD_MAX);
-    attn_tensor_convert(hq, q, NULL);
-    for (int64_t r = 0; r < n / E; r++) attn_hadamard_f32((float *)hq->data + r * E, E, work);
+    for (int64_t r = 0; E > 0 && r < n / E; r++) attn_hadamard_f32((float *)hq->data + r * E, E, work);
     return ATTN_OK;
 }
 
