@@ -4251,6 +4251,39 @@ static void test_half_outputs_writable(void) {
                 check(untouched, "half_grad_refused_untouched", "%s: a gradient was written", name);
             }
         }
+    /* What the f32 call takes, the 16-bit one takes too: stride 0 over a
+     * dimension of size 1 (the result bitwise out in C order), and any
+     * strides on an empty out (no query), forward and backward. */
+    for (int d = 0; d < 2; d++) {
+        int64_t one[2] = {1, 4}, none[2] = {0, 4}, l1[1] = {1}, l0[1] = {0};
+        const int64_t zero_row[2] = {0, 1}, odd[2] = {7, 3};
+        static uint16_t ref[4], dref[3][64];
+        attn_tensor tq, tk, tv, to, tl, td, tg[3];
+        attn_tensor_init(&tq, q, DT[d], 2, one, NULL, NULL);
+        attn_tensor_init(&tk, k, ATTN_F16, 2, sh, NULL, NULL);
+        attn_tensor_init(&tv, v, ATTN_F16, 2, sh, NULL, NULL);
+        attn_tensor_init(&tl, lse, ATTN_F32, 1, l1, NULL, NULL);
+        attn_tensor_init(&to, ref, DT[d], 2, one, NULL, NULL);
+        attn_status s1 = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err);
+        attn_tensor_init(&to, out, DT[d], 2, one, zero_row, NULL);
+        attn_status s2 = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err);
+        check(!s1 && !s2 && !memcmp(ref, out, sizeof ref), "half_out_size1_stride0_taken", "%s: status %d %d (%s)",
+              attn_dtype_name(DT[d]), (int)s1, (int)s2, err.message);
+        attn_tensor_init(&td, dout, DT[d], 2, one, NULL, NULL);
+        for (int t = 0; t < 3; t++) attn_tensor_init(&tg[t], dref[t], t ? ATTN_F16 : DT[d], 2, t ? sh : one, NULL, NULL);
+        s1 = attn_sdpa_backward(&tg[0], &tg[1], &tg[2], NULL, &td, &tq, &tk, &tv, &to, &tl, NULL, &err);
+        attn_tensor_init(&tg[0], g[0], DT[d], 2, one, zero_row, NULL);
+        for (int t = 1; t < 3; t++) attn_tensor_init(&tg[t], g[t], ATTN_F16, 2, sh, NULL, NULL);
+        s2 = attn_sdpa_backward(&tg[0], &tg[1], &tg[2], NULL, &td, &tq, &tk, &tv, &to, &tl, NULL, &err);
+        check(!s1 && !s2 && !memcmp(dref[0], g[0], 4 * sizeof g[0][0]), "half_dq_size1_stride0_taken",
+              "%s: status %d %d (%s)", attn_dtype_name(DT[d]), (int)s1, (int)s2, err.message);
+        attn_tensor_init(&tq, q, DT[d], 2, none, NULL, NULL);
+        attn_tensor_init(&to, out, DT[d], 2, none, odd, NULL);
+        attn_tensor_init(&tl, lse, ATTN_F32, 1, l0, NULL, NULL);
+        s1 = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err);
+        check(!s1, "half_out_empty_any_strides_taken", "%s: status %d (%s)", attn_dtype_name(DT[d]), (int)s1,
+              err.message);
+    }
 }
 
 int main(void) {

@@ -14,11 +14,11 @@ static int rank_ = 0, size_ = 1;
 static FILE *loud_;
 static double timeout_ = 60;
 /* Everything the timer's handler (on_alarm) reads is a lock-free atomic,
- * which C11 (7.14.1.1) and POSIX let a handler read: the handler may run
+ * which C17 (7.14.1.1) and POSIX let a handler use: the handler may run
  * on any thread of the process (Open MPI's own among them), in the middle
- * of a store here. Each text has a generation, odd while it is rewritten:
- * the handler takes the characters only when the generation was even
- * before them and the same after them. */
+ * of a store here. Each text has a generation, odd while it is rewritten
+ * (a sequence lock): the handler takes the characters only when the
+ * generation was even before them and the same after them. */
 _Static_assert(ATOMIC_CHAR_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "the timer's handler reads lock-free atomics alone");
 enum { TEMP_MAX = 4096, ALARM_LINE_MAX = 1400 };
 typedef struct {
@@ -30,23 +30,29 @@ static text_guard temp_guard_[2];
 
 /* n characters of text (n < the array's size) into an atomic array. */
 static void store_text(atomic_char *to, text_guard *g, const char *text, size_t n) {
-    atomic_fetch_add(&g->generation, 1); /* odd: being rewritten (seq_cst: before the characters) */
+    atomic_fetch_add(&g->generation, 1); /* odd: being rewritten */
+    atomic_thread_fence(memory_order_release); /* the odd generation seen before any new character */
     for (size_t i = 0; i < n; i++) atomic_store_explicit(&to[i], text[i], memory_order_relaxed);
     atomic_store_explicit(&g->len, (int)n, memory_order_relaxed);
     atomic_fetch_add(&g->generation, 1); /* even again, after them */
 }
 
 /* The handler's copy of such a text into buf (room for the text and its
- * 0), with atomic loads alone: its length, or 0 when there is none or it
- * was being rewritten. */
+ * 0), with atomic loads alone: its length (0: none), or -1 when it was
+ * being rewritten the whole time. A writer on another thread is done in
+ * a moment, so the copy is tried again; one this handler interrupted on
+ * its own thread never is, so the tries are bounded. */
 static int load_text(char *buf, const atomic_char *from, text_guard *g) {
-    unsigned before = atomic_load(&g->generation);
-    int n = atomic_load(&g->len);
-    if (before & 1u) return 0;
-    for (int i = 0; i < n; i++) buf[i] = atomic_load_explicit(&from[i], memory_order_relaxed);
-    buf[n] = 0;
-    atomic_thread_fence(memory_order_acquire); /* the characters read before the generation is read again */
-    return atomic_load(&g->generation) == before ? n : 0;
+    for (int tries = 0; tries < 100000; tries++) {
+        unsigned before = atomic_load(&g->generation);
+        int n = atomic_load(&g->len);
+        if (before & 1u) continue;
+        for (int i = 0; i < n; i++) buf[i] = atomic_load_explicit(&from[i], memory_order_relaxed);
+        buf[n] = 0;
+        atomic_thread_fence(memory_order_acquire); /* the characters read before the generation is read again */
+        if (atomic_load(&g->generation) == before) return n;
+    }
+    return -1;
 }
 
 void deadline_init(int rank, int size, FILE *loud, double timeout_s) {
@@ -212,6 +218,11 @@ static void on_alarm(int sig) {
     remove_temps();
     char line[ALARM_LINE_MAX];
     int n = load_text(line, alarm_line_, &alarm_guard_);
+    if (n < 0) { /* interrupted while its line was written: a line of no details */
+        static const char fallback[] = "attn: error: a collective of attn-mpi did not complete in time\n";
+        ssize_t w = write(atomic_load(&alarm_fd_), fallback, sizeof fallback - 1);
+        (void)w;
+    }
     if (n > 0) {
         ssize_t w = write(atomic_load(&alarm_fd_), line, (size_t)n);
         (void)w;

@@ -389,16 +389,18 @@ static void check_naive(const attn_tensor *out, const attn_tensor *lse, const at
  * infinite are not compared. */
 static void check_reference(const attn_tensor *out, const attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                             const attn_tensor *v, const attn_sdpa_options *o) {
+    /* the bounds from the fields the call reads (the first struct_size bytes), the call given o itself */
+    const attn_sdpa_options eff = effective(o), *e = &eff;
     static unsigned char rbuf[REGION], lbuf[REGION];
     int R = out->rank;
     int64_t n = small_numel(out), E = q->rank ? q->shape[q->rank - 1] : 0, S = k->rank >= 2 ? k->shape[k->rank - 2] : 0;
     if (R < 1 || n < 0 || n > REGION / 8 || q->rank < 2 || k->rank < 2) return;
-    if (!(o->dropout_p >= 0 && o->dropout_p <= 0.5) || o->compute != ATTN_COMPUTE_F32) return;
+    if (!(e->dropout_p >= 0 && e->dropout_p <= 0.5) || e->compute != ATTN_COMPUTE_F32) return;
     double D = 0; /* the largest distance ALiBi can weigh */
-    const int64_t pos[4] = {o->query_start, o->key_start, o->total_queries, o->total_keys};
+    const int64_t pos[4] = {e->query_start, e->key_start, e->total_queries, e->total_keys};
     for (int i = 0; i < 4; i++) D += fabs((double)pos[i]);
     D += (double)S + (double)(q->shape[q->rank - 2]);
-    if (o->alibi_slopes && D > 1e6) return;
+    if (e->alibi_slopes && D > 1e6) return;
     attn_tensor ro = *out, rl;
     ro.data = rbuf;
     int64_t step = 1;
@@ -411,10 +413,10 @@ static void check_reference(const attn_tensor *out, const attn_tensor *lse, cons
     attn_status st = attn_sdpa_reference(&ro, lse ? &rl : NULL, NULL, q, k, v, o, &err);
     if (st == ATTN_ERR_NO_MEMORY) return;
     if (st != ATTN_OK) abort(); /* the same contract: what attn_sdpa takes, the reference takes */
-    double scale = o->has_scale ? o->scale : 1.0 / sqrt((double)E);
-    double s_abs = fabs(scale) * (double)E * 4.0 * (o->rope ? 2.0 : 1.0) * 1.5 +
-                   (o->mask && o->mask->dtype != ATTN_BOOL ? 2.0 : 0.0) + (o->alibi_slopes ? 2.0 * D : 0.0);
-    double grow = 1.0 / (1.0 - o->dropout_p), tol = bound(out->dtype, s_abs, S, E) * grow;
+    double scale = e->has_scale ? e->scale : 1.0 / sqrt((double)E);
+    double s_abs = fabs(scale) * (double)E * 4.0 * (e->rope ? 2.0 : 1.0) * 1.5 +
+                   (e->mask && e->mask->dtype != ATTN_BOOL ? 2.0 : 0.0) + (e->alibi_slopes ? 2.0 * D : 0.0);
+    double grow = 1.0 / (1.0 - e->dropout_p), tol = bound(out->dtype, s_abs, S, E) * grow;
     int64_t c[ATTN_MAX_RANK] = {0};
     for (int64_t idx = 0; idx < n; idx++) {
         int64_t rest = idx;
