@@ -4256,7 +4256,7 @@ static void test_half_outputs_writable(void) {
      * strides on an empty out (no query), forward and backward. */
     for (int d = 0; d < 2; d++) {
         int64_t one[2] = {1, 4}, none[2] = {0, 4}, l1[1] = {1}, l0[1] = {0};
-        const int64_t zero_row[2] = {0, 1}, odd[2] = {7, 3};
+        const int64_t zero_row[2] = {0, 1}, all_zero[2] = {0, 0}; /* all_zero: refused on a non-empty out */
         static uint16_t ref[4], dref[3][64];
         attn_tensor tq, tk, tv, to, tl, td, tg[3];
         attn_tensor_init(&tq, q, DT[d], 2, one, NULL, NULL);
@@ -4266,6 +4266,7 @@ static void test_half_outputs_writable(void) {
         attn_tensor_init(&to, ref, DT[d], 2, one, NULL, NULL);
         attn_status s1 = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err);
         attn_tensor_init(&to, out, DT[d], 2, one, zero_row, NULL);
+        memset(out, 0x5a, sizeof out);
         attn_status s2 = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err);
         check(!s1 && !s2 && !memcmp(ref, out, sizeof ref), "half_out_size1_stride0_taken", "%s: status %d %d (%s)",
               attn_dtype_name(DT[d]), (int)s1, (int)s2, err.message);
@@ -4274,14 +4275,20 @@ static void test_half_outputs_writable(void) {
         s1 = attn_sdpa_backward(&tg[0], &tg[1], &tg[2], NULL, &td, &tq, &tk, &tv, &to, &tl, NULL, &err);
         attn_tensor_init(&tg[0], g[0], DT[d], 2, one, zero_row, NULL);
         for (int t = 1; t < 3; t++) attn_tensor_init(&tg[t], g[t], ATTN_F16, 2, sh, NULL, NULL);
+        memset(g, 0x5a, sizeof g);
         s2 = attn_sdpa_backward(&tg[0], &tg[1], &tg[2], NULL, &td, &tq, &tk, &tv, &to, &tl, NULL, &err);
         check(!s1 && !s2 && !memcmp(dref[0], g[0], 4 * sizeof g[0][0]), "half_dq_size1_stride0_taken",
               "%s: status %d %d (%s)", attn_dtype_name(DT[d]), (int)s1, (int)s2, err.message);
         attn_tensor_init(&tq, q, DT[d], 2, none, NULL, NULL);
-        attn_tensor_init(&to, out, DT[d], 2, none, odd, NULL);
+        attn_tensor_init(&to, out, DT[d], 2, none, all_zero, NULL);
         attn_tensor_init(&tl, lse, ATTN_F32, 1, l0, NULL, NULL);
         s1 = attn_sdpa(&to, &tl, NULL, &tq, &tk, &tv, NULL, &err);
         check(!s1, "half_out_empty_any_strides_taken", "%s: status %d (%s)", attn_dtype_name(DT[d]), (int)s1,
+              err.message);
+        attn_tensor_init(&td, dout, DT[d], 2, none, NULL, NULL);
+        attn_tensor_init(&tg[0], g[0], DT[d], 2, none, all_zero, NULL);
+        s1 = attn_sdpa_backward(&tg[0], &tg[1], &tg[2], NULL, &td, &tq, &tk, &tv, &to, &tl, NULL, &err);
+        check(!s1, "half_dq_empty_any_strides_taken", "%s: status %d (%s)", attn_dtype_name(DT[d]), (int)s1,
               err.message);
     }
 }

@@ -219,7 +219,7 @@ static void on_alarm(int sig) {
     char line[ALARM_LINE_MAX];
     int n = load_text(line, alarm_line_, &alarm_guard_);
     if (n < 0) { /* interrupted while its line was written: a line of no details */
-        static const char fallback[] = "attn: error: a collective of attn-mpi did not complete in time\n";
+        const char fallback[] = "attn: error: a collective of attn-mpi did not complete in time\n";
         ssize_t w = write(atomic_load(&alarm_fd_), fallback, sizeof fallback - 1);
         (void)w;
     }
