@@ -2167,7 +2167,7 @@ typedef struct attn_kv_cache_desc {
      * k_scale, if given), H = H_E / sqrt(E) as attn_hadamard applies it
      * (H x rounded once to f32), and attention turns each query row by the
      * same H (an f32 copy of q per call, from the front of the context's
-     * workspace when one is given: 4 bytes per element of q rounded up to
+     * workspace when one is given: 4 bytes per element of q (one for an empty q) rounded up to
      * 64, and 63 more, before what attn_sdpa_workspace_size gives for the
      * cache's view; attn_mha_cached_workspace_size counts it, and a paged
      * plan's workspace_bytes; without a workspace, malloc), so q·k is unchanged in exact
@@ -2708,7 +2708,7 @@ ATTN_API attn_status attn_kv_pages_gather(attn_tensor *k, attn_tensor *v, const 
  * every sequence (the context's workspace too: it must hold what the
  * whole batch needs, ATTN_ERR_WORKSPACE), before any output is written;
  * a pool that stores keys with the Hadamard rotation needs, at the front
- * of that workspace, q's turned copy too: 4 bytes per element of q,
+ * of that workspace, q's turned copy too: 4 bytes per element of q (one for an empty q),
  * rounded up to 64, and 63 more (without a workspace it is allocated).
  * Without a workspace all memory is had before any row is written, so
  * ATTN_ERR_NO_MEMORY too leaves the outputs as they were. Errors: those of attn_sdpa
@@ -2758,7 +2758,7 @@ ATTN_API attn_status attn_kv_paged_attend(attn_tensor *out, attn_tensor *lse, co
  * channel (key_dtype, with their residual rows), per-head fp8 scales
  * (k_scale, v_scale) and keys stored with the Hadamard rotation (each run
  * then turns q into the front of its workspace, which *workspace_bytes
- * counts: 4 bytes per element of q, rounded up to 64, and 63 more; q must
+ * counts: 4 bytes per element of q (one for an empty q), rounded up to 64, and 63 more; q must
  * be f32). Residual rows and scales belong to a layer as its pages do: a
  * layer other than the planned view's runs through attn_kv_paged_run_view,
  * with its own. Errors: those of attn_kv_paged_attend, and those of
