@@ -636,6 +636,27 @@ def same(a, b):
     return a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
 
 
+def plan_runs_match(sw, rng, name, what, q, k, v, make_plan, unplanned):
+    """A plan made by make_plan(), run twice on new values written into q, k
+    and v in place (the plan's strides), bitwise unplanned() on them; the
+    outcome reported. True when the plan passed."""
+    try:
+        plan = make_plan()
+        for _ in range(2):
+            for a in (q, k, v):
+                a[...] = a * a.dtype.type(rng.choice([1.0, 0.5, -2.0]))
+            po, pl = plan.run(q, k, v)
+            uo, ul = unplanned()
+            if not (same(po, uo) and same(pl, ul)):
+                sw.report("plan", name, "%s run differs from the unplanned call" % what)
+                return False
+    except attn.AttnError as e:
+        sw.report("plan", name, "%s: %s" % (what, e))
+        return False
+    sw.report("plan", name, "")
+    return True
+
+
 def run_varlen(sw, rng, name):
     dt = np.float64 if rng.random() < 0.4 else np.float32
     Hk = int(rng.choice([1, 2, 3]))
@@ -692,23 +713,12 @@ def run_varlen(sw, rng, name):
             return
     sw.report("varlen", name, "")
     # the planned batch, run twice on other data of the same layout
-    try:
-        plan = attn.Plan(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, masks=masks, causal=causal, scale=scale,
-                         return_lse=True, **kw)
-        for _ in range(2):
-            for a in (q, k, v):  # new values, in place: the plan's strides
-                a[...] = a * a.dtype.type(rng.choice([1.0, 0.5, -2.0]))
-            q2, k2, v2 = q, k, v
-            po, pl = plan.run(q2, k2, v2)
-            uo, ul = attn.sdpa_varlen(q2, k2, v2, cq, ck, masks=masks, causal=causal, scale=scale, return_lse=True,
-                                      **kw)
-            if not (same(po, uo) and same(pl, ul)):
-                sw.report("plan", name, "varlen plan run differs from the unplanned call")
-                return
-    except attn.AttnError as e:
-        sw.report("plan", name, "varlen plan: %s" % e)
+    if not plan_runs_match(sw, rng, name, "varlen plan", q, k, v,
+                           lambda: attn.Plan(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, masks=masks, causal=causal,
+                                             scale=scale, return_lse=True, **kw),
+                           lambda: attn.sdpa_varlen(q, k, v, cq, ck, masks=masks, causal=causal, scale=scale,
+                                                    return_lse=True, **kw)):
         return
-    sw.report("plan", name, "")
     # the backward: bitwise attn_sdpa_backward on each sequence's views (f32 or f64 q only)
     if qdt == np.float16:
         return
@@ -760,21 +770,9 @@ def run_dense_plan(sw, rng, name):
     kw["num_threads"] = c["threads"]
     causal = CAUSAL[c["causal"]]
     name = "%s(%s)" % (name, describe(c))
-    try:
-        plan = attn.Plan(q, k, v, mask=c["mask"], causal=causal, scale=c["scale"], return_lse=True, **kw)
-        for _ in range(2):
-            for a in (q, k, v):  # new values, in place: the plan's strides
-                a[...] = a * a.dtype.type(rng.choice([1.0, 0.5, -2.0]))
-            q2, k2, v2 = q, k, v
-            po, pl = plan.run(q2, k2, v2)
-            uo, ul = attn.sdpa(q2, k2, v2, mask=c["mask"], causal=causal, scale=c["scale"], return_lse=True, **kw)
-            if not (same(po, uo) and same(pl, ul)):
-                sw.report("plan", name, "dense plan run differs from attn_sdpa")
-                return
-    except attn.AttnError as e:
-        sw.report("plan", name, "dense plan: %s" % e)
-        return
-    sw.report("plan", name, "")
+    plan_runs_match(sw, rng, name, "dense plan", q, k, v,
+                    lambda: attn.Plan(q, k, v, mask=c["mask"], causal=causal, scale=c["scale"], return_lse=True, **kw),
+                    lambda: attn.sdpa(q, k, v, mask=c["mask"], causal=causal, scale=c["scale"], return_lse=True, **kw))
 
 
 def run_pieces(sw, rng, name):
