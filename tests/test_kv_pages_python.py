@@ -576,6 +576,33 @@ for label, name, call in (
     except Exception as e:  # noqa: BLE001 - any other class is the failure reported
         why = "%s: %s" % (type(e).__name__, e)
     check("kv_pages_python_%s_offsets_an_int_named" % label, not why, why)
+# Offsets of another count than the sequences' + 1: the library reads n + 1
+# of them, so two offsets for two sequences were read past their array (the
+# third taken from whatever memory followed), and four were taken with the
+# last dropped, silently. Each is an ArgumentError now, nothing written.
+pc = attn.KVPages(heads=1, key_dim=4, num_pages=4, max_sequences=2)
+ca, cb = pc.create(), pc.create()
+c2 = attn.KVCache(batch=2, heads=1, capacity=8, key_dim=4)
+held, lens2 = pc.memory.tobytes(), c2.lengths.copy()
+four = np.ones((4, 1, 4), np.float32)
+for label, name, call in (
+        ("append_short", "cu_seqlens", lambda cu: pc.append([ca, cb], four, four, cu_seqlens=cu)),
+        ("attend_short", "cu_seqlens_q", lambda cu: pc.attend([ca, cb], four, cu_seqlens_q=cu)),
+        ("step_short", "cu_seqlens", lambda cu: pc.mha_step([ca, cb], np.ones((4, 4), np.float32), eye,
+                                                             cu_seqlens=cu)),
+        ("cache_step_short", "cu_seqlens", lambda cu: c2.mha_step([0, 1], np.ones((4, 4), np.float32), eye,
+                                                                   cu_seqlens=cu))):
+    for cu in ([0, 4], [0, 2, 4, 4], [0]):
+        tag = "%s_%d_offsets" % (label.replace("_short", ""), len(cu))
+        try:
+            call(cu)
+            why = "no error"
+        except attn.ArgumentError as e:
+            why = "" if (str(e).startswith("%s has %d offset" % (name, len(cu))) and "it takes 3" in str(e) and
+                         pc.memory.tobytes() == held and np.array_equal(c2.lengths, lens2)) else str(e)
+        except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+            why = "%s: %s" % (type(e).__name__, e)
+        check("kv_pages_python_%s_for_2_sequences_refused" % tag, not why, why)
 # One sequence named by an int with packed arrays and their offsets: the
 # arrays were wrapped in a list as if unpacked (a rank-4 RankError); a 0-d
 # NumPy array as the id was iterated (TypeError).

@@ -140,6 +140,18 @@ def _view(a):
     return t
 
 
+def _cu(cu, n, name):
+    """cu, the n + 1 offsets of n sequences' rows, as a list: the library
+    reads n + 1 of them, so a shorter list was read past its end (its next
+    int64s taken as offsets: an append of every row to the first sequence,
+    or "decreases at [2]") and a longer one's last offsets were dropped."""
+    cu = _listed(cu, name, "offsets")  # an int said "not iterable", naming nothing
+    if len(cu) != n + 1:
+        raise ArgumentError("%s has %s for %s: it takes %d (0 first, the total last)"
+                            % (name, _count(len(cu), "offset"), _count(n, "sequence"), n + 1), 19)
+    return cu
+
+
 def _check_parts(arrays, name):
     """Arrays to be packed one after another: each (n_i, H, dim), the same
     H and dim, said as the library says it of a packed array (NumPy's
@@ -245,7 +257,7 @@ def _packed_rows(x, cu_seqlens, n, name, dtype=None):
     x = _float_array(x, "x", np.float32, f32_only=dtype != np.float64)
     if x.ndim != 2:
         raise RankError("x has rank %d; packed it must be 2: (total, embed_dim)" % x.ndim, 2)
-    return x, _listed(cu_seqlens, "cu_seqlens", "offsets"), False
+    return x, _cu(cu_seqlens, n, "cu_seqlens"), False
 
 
 def _unpacked(out, cu, lists):
@@ -354,7 +366,7 @@ class KVPages:
             (k, cu), (v, _) = _packed(k, "k"), _packed(v, "v")
         else:
             k, v = (_float_array(a, n, np.float32, kv=True, f32_only=True) for a, n in ((k, "k"), (v, "v")))
-            cu = _listed(cu_seqlens, "cu_seqlens", "offsets")  # an int said "not iterable", naming nothing
+            cu = _cu(cu_seqlens, len(seqs), "cu_seqlens")
         ids, offsets, kv_, vv = _i64s(seqs, "seqs"), _i64s(cu, "cu_seqlens"), _view(k), _view(v)
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
@@ -425,7 +437,7 @@ class KVPages:
         seqs = list(seqs)
         packed = cu_seqlens_q is not None
         if packed:
-            q, cu = _query(q, f32_only=True)[0], _listed(cu_seqlens_q, "cu_seqlens_q", "offsets")
+            q, cu = _query(q, f32_only=True)[0], _cu(cu_seqlens_q, len(seqs), "cu_seqlens_q")
         else:
             if len(q) != len(seqs):
                 raise ValueError("attend needs one q per sequence (or a packed q and cu_seqlens_q)")
