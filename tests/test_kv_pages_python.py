@@ -1150,6 +1150,38 @@ hm_q = np.ascontiguousarray(q.transpose(1, 0, 2)).transpose(1, 0, 2)
 check("paged_plan_run_takes_any_strides", all(np.array_equal(plan.run(x)[0], got) for x in (wide_q[::2], hm_q)))
 check("paged_plan_run_other_pool_equals_its_attend", list(pool2.pages(b2)) == list(pool.pages(b)) and
       np.array_equal(got2, want2) and not np.array_equal(got2, got))
+# A layer's pool not in step with the planned one (its token not appended
+# yet, or one appended twice): the run passed the plan's lengths as that
+# pool's, so the library's check of them passed, and the run read rows
+# the layer never wrote (zeros), silently. A PlanError now naming the
+# sequence; in step again, the run is that pool's attend. Keys per channel
+# too, whose plan covers every id up to the step's largest (seq 0 alive,
+# not in the step, of another length than the step's).
+for label, extra in (("f32", {}), ("q4c", dict(key_dtype="q4c", page_size=32, dtype="float16"))):
+    lp, lq = (attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4, **extra) for _ in range(2))
+    for p_ in (lp, lq):
+        idle, s_ = p_.create(), p_.create()
+    rows = [rng.standard_normal((n, HK, D)).astype(np.float32) for n in (5, 10, 1, 1)]
+    for p_, scale_ in ((lp, 1), (lq, 2)):
+        p_.append([idle, s_], [rows[0] * scale_, rows[1] * scale_], [rows[0], rows[1]])
+    lp.append(s_, rows[2], rows[2])  # layer 0 has its new token, layer 1 not yet
+    lplan = lp.plan([s_], [1], num_heads=HQ)
+    lq1 = rng.standard_normal((1, HQ, D)).astype(np.float32)
+    said = []
+    for when in ("behind", "in step", "ahead"):
+        if when == "in step":
+            lq.append(s_, rows[2] * 2, rows[2])
+            if not np.array_equal(lplan.run(lq1, pool=lq), lq.attend(s_, lq1)):
+                said.append("in step: not lq's attend")
+            lq.append(s_, rows[3], rows[3])
+            continue
+        try:
+            lplan.run(lq1, pool=lq)
+            said.append("%s: no error" % when)
+        except attn.PlanError as e:
+            if "sequence %d holds %d positions in this pool but held 11" % (s_, lq.length(s_)) not in str(e):
+                said.append("%s: %s" % (when, e))
+    check("paged_plan_run_on_a_pool_out_of_step_refused_" + label, not said, "; ".join(said))
 # Dropout planned: every run drops what attend with the plan's seed drops
 # (a seed drawn at planning when none is given, kept in plan.seed).
 dplan = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3, seed=7)

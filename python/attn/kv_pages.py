@@ -590,9 +590,11 @@ class PagedPlan:
                 masks = [by.get(s) for s in seqs_by_id]
             seqs, q_lengths = seqs_by_id, [counts.get(s, 0) for s in seqs_by_id]
             self.lengths = np.array(lengths_by_id or [0], np.int64)
+            self.ids = np.array([s if s in counts else -1 for s in seqs_by_id], np.int64)  # -1: not in the step
             tables = [pool.pages(s) if l else np.zeros(0, np.int32) for s, l in zip(seqs, lengths_by_id)]
         else:
             self.lengths = np.array([pool.length(s) for s in seqs] or [0], np.int64)
+            self.ids = np.array(seqs, np.int64)
             tables = [pool.pages(s) for s in seqs]
         self.n = len(seqs)
         self.offsets = np.zeros(self.n + 1, np.int64)
@@ -633,8 +635,9 @@ class PagedPlan:
     def run(self, q, pool=None):
         """Attention of q (total, num_heads, key_dim), of the plan's
         q_dtype (float32 or float16), over the planned sequences' pages in
-        `pool` (default: the pool planned over, which must hold the same
-        page layout): out (total, num_heads, value_dim) in q's dtype, and
+        `pool` (default: the pool planned over; another layer's pool must
+        hold the same page layout and be in step with it, each planned
+        sequence of the same length, else PlanError): out (total, num_heads, value_dim) in q's dtype, and
         lse (total, num_heads), float32, when planned with it."""
         pool = self.pool if pool is None else pool
         if not isinstance(pool, KVPages):  # an AttributeError on its first field
@@ -657,9 +660,10 @@ class PagedPlan:
         # rows read at row i of the pool's residual region, which holds
         # max_sequences rows: a smaller pool was read past it (NaN, or past
         # the pool's memory for a large id).
-        if self.by_id and pool.max_sequences < self.n:
+        top = int(self.ids.max()) if self.ids.size else -1
+        if pool.max_sequences <= top:
             raise ValueError("the pool holds %s; the plan names sequence %d"
-                             % (_count(pool.max_sequences, "sequence"), self.n - 1))
+                             % (_count(pool.max_sequences, "sequence"), top))
         q = _query(q, f32_only=True)[0]
         if q.dtype != self.dtype:  # said here, naming how to plan for it
             raise PlanError("q is %s but the plan's q is %s: plan with q_dtype=np.%s" % (q.dtype, self.dtype, q.dtype),
@@ -679,6 +683,21 @@ class PagedPlan:
         pw, err, w = pool._view(), Error(), KVPagedView.from_buffer_copy(self.view)
         for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale", "residual"):
             setattr(w, f, getattr(pw, f))  # a pool of another window: refused (attn_kv_paged_run_view)
+        if pool is not self.pool:
+            # Another layer's pool: its own lengths of the planned sequences,
+            # which the library compares with the plan's (attn_kv_paged_run_view).
+            # The plan's were passed, so a layer not yet appended to (or one
+            # ahead) ran silently over rows it never wrote.
+            held = np.ctypeslib.as_array(pw.lengths, (pw.num_sequences,))
+            lengths = np.where(self.ids >= 0, held[np.maximum(self.ids, 0)], 0) if self.ids.size else self.lengths
+            lengths = np.ascontiguousarray(lengths, np.int64)
+            if self.ids.size and not np.array_equal(lengths, self.lengths):
+                i = int(np.argmax(lengths != self.lengths))
+                raise PlanError("sequence %d holds %d positions in this pool but held %d in the planned pool: a "
+                                "layer's pool runs the plan once it is in step with the planned one (the same "
+                                "appends, truncates, forks and frees)" % (self.ids[i], lengths[i], self.lengths[i]),
+                                23)
+            w.lengths = lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         with self._lock:
             status = LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None,
                                                 _view(q), ctypes.byref(w), self.workspace.ctypes.data,
