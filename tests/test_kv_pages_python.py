@@ -70,8 +70,10 @@
   attending bitwise attn.sdpa.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
+import copy
 import mmap
 import os
+import pickle
 import sys
 import threading
 import warnings
@@ -618,6 +620,28 @@ try:
 except (attn.AttnError, TypeError) as e:
     why = "raised %s: %s" % (type(e).__name__, e)
 check("kv_pages_python_one_sequence_packed_and_0d_id", not why, why)
+# A pool, a cache or a plan copied: copy.copy made a second object over the
+# same pool (its appends changed the original's sequence, silently), and
+# deepcopy and pickle failed on a ctypes pointer, naming neither the object
+# nor why. Each a TypeError naming the class now, the pool unchanged.
+pinned = (("pool", p1), ("cache", c2), ("paged_plan", p1.plan([s1], [1], num_heads=1)),
+          ("plan", attn.Plan(q1[:1], k1.transpose(1, 0, 2), v1.transpose(1, 0, 2))))
+held1 = p1.memory.tobytes()
+for label, obj in pinned:
+    for how, call in (("copy", copy.copy), ("deepcopy", copy.deepcopy), ("pickle", pickle.dumps)):
+        try:
+            twin = call(obj)
+            why = "copied"
+            if label == "pool":
+                twin.append(s1, k1[:1], v1[:1])
+                why = "copied; the copy's append made the original's length %d" % p1.length(s1)
+                p1.truncate(s1, 5)  # (the checks below find it as it was)
+        except TypeError as e:
+            why = "" if ("attn.%s cannot be copied or pickled" % type(obj).__name__ in str(e) and
+                         p1.memory.tobytes() == held1) else str(e)
+        except Exception as e:  # noqa: BLE001 - any other class is the failure reported
+            why = "%s: %s" % (type(e).__name__, e)
+        check("kv_pages_python_%s_%s_refused" % (label, how), not why, why)
 # A q given as nested lists (no dtype of its own) to the calls that take
 # float32: made float64, as lists are elsewhere, then refused by the library
 # ("q is f64"), and a paged plan's run advised q_dtype=np.float64, which

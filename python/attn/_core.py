@@ -39,6 +39,21 @@ def _listed(x, name, what):
     return list(x)
 
 
+class _Pinned:
+    """An object whose library state lies in its own memory at fixed
+    addresses (a pool, a cache, a plan: attn.h, "cannot be moved or copied
+    elsewhere"). copy.copy gave a second object over the same pool, whose
+    appends changed the first; copy.deepcopy and pickle failed on a ctypes
+    pointer ("ctypes objects containing pointers cannot be pickled").
+    Each is a TypeError saying so."""
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("an attn.%s cannot be copied or pickled: the library's state lies at fixed addresses of its "
+                        "own memory, which a copy would share or leave behind (make a new one%s)"
+                        % (type(self).__name__, "; fork() a sequence to share its rows"
+                           if type(self).__name__ == "KVPages" else ""))
+
+
 def _error_class(name, status, doc, *bases):
     return type(name, (AttnError,) + bases, {"status": status, "__doc__": doc})
 

@@ -39,7 +39,7 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
+from ._core import (CAUSAL, ArgumentError, _Pinned, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
                     ShapeError,
                     _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
                     raise_for, view)
@@ -264,7 +264,7 @@ def _unpacked(out, cu, lists):
     return [out[cu[i]:cu[i + 1]] for i in range(len(cu) - 1)] if lists else out
 
 
-class KVPages:
+class KVPages(_Pinned):
     """A pool of num_pages pages of page_size positions (16 to 256) for
     `heads` key/value heads of key_dim and value_dim (default key_dim),
     stored as float32, float16, 'bfloat16', or quantized: 'q8' or 'q4'
@@ -534,7 +534,7 @@ class KVPages:
                          dropout_p, seed, q_dtype, variants)
 
 
-class PagedPlan:
+class PagedPlan(_Pinned):
     """A paged batch's plan (KVPages.plan): its memory, its view of the
     sequences (their lengths and page tables, copied), its workspace.
     Threads may share it: its runs take turns."""
@@ -709,7 +709,7 @@ class PagedPlan:
         return (out, lse) if self.return_lse else out
 
 
-class KVCache:
+class KVCache(_Pinned):
     """A contiguous KV cache (attn_kv_cache) of `batch` rows of `capacity`
     positions for `heads` key/value heads, each row a sequence at its own
     length (self.lengths, int64, kept here as FlashAttention-2's

@@ -17,12 +17,12 @@ import threading
 
 import numpy as np
 
-from ._core import (ArgumentError, RankError, _count, _keys_values, _mask, _offsets, _options, _out_shape, _query,
+from ._core import (ArgumentError, _Pinned, RankError, _count, _keys_values, _mask, _offsets, _options, _out_shape, _query,
                     _varlen_masks, raise_for, view)
 from ._lib import LIB, Error
 
 
-class Plan:
+class Plan(_Pinned):
     """attn.sdpa(q, k, v, mask, causal, scale, return_lse, dropout_p, seed)
     planned, or with cu_seqlens_q and cu_seqlens_k, attn.sdpa_varlen(q, k, v,
     cu_seqlens_q, cu_seqlens_k, masks, causal, scale, return_lse, dropout_p,
