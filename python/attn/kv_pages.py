@@ -426,7 +426,13 @@ class KVPages(_Pinned):
         them per call: a fresh mask each decode step needs a seed per step).
         The score variants (softcap, alibi_slopes, window, sinks, rope, compute) as
         attn.sdpa takes them. Each is exactly what attention over that
-        sequence alone gives."""
+        sequence alone gives (a KVCache's attend of the same rows). Against
+        attn.sdpa on gather()'s rows it is bitwise for float32, float16,
+        bfloat16, q4_1 and fp8 storage; q8 and q4 rows, and keys per
+        channel (key_dtype), in a decode (at most 8 queries) are scored by
+        integer dot products where the CPU has them, within attn.h's bound
+        of it ("How attention reads them"; ATTN_QDOT=widen: bitwise); a
+        hadamard pool's gathered keys are turned back, rounded in float32."""
         one = np.ndim(seqs) == 0  # one sequence (an int, a NumPy integer or a 0-d array)
         if one:
             seqs = [seqs]
