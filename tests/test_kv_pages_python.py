@@ -1205,7 +1205,19 @@ for label, extra in (("f32", {}), ("q4c", dict(key_dtype="q4c", page_size=32, dt
         except attn.PlanError as e:
             if "sequence %d holds %d positions in this pool but held 11" % (s_, lq.length(s_)) not in str(e):
                 said.append("%s: %s" % (when, e))
-    check("paged_plan_run_on_a_pool_out_of_step_refused_" + label, not said, "; ".join(said))
+    # The same rows appended in another order: the layer's pages are other
+    # pages than the planned pool's, which the run read under the plan's
+    # tables (another sequence's rows); it reads the layer's own tables now.
+    lr = attn.KVPages(heads=HK, key_dim=D, num_pages=16, max_sequences=4, **extra)
+    lr.create(), lr.create()
+    lr.append(s_, rows[1] * 3, rows[1])
+    lr.append(idle, rows[0] * 3, rows[0])
+    lr.append(s_, rows[2] * 3, rows[2])
+    if list(lr.pages(s_)) == list(lp.pages(s_)):
+        said.append("the other order gave the same pages")
+    elif not np.array_equal(lplan.run(lq1, pool=lr), lr.attend(s_, lq1)):
+        said.append("pages in another order: not that pool's attend")
+    check("paged_plan_run_on_another_pool_its_lengths_and_tables_" + label, not said, "; ".join(said))
 # Dropout planned: every run drops what attend with the plan's seed drops
 # (a seed drawn at planning when none is given, kept in plan.seed).
 dplan = pool.plan([b, a], [2, 1], num_heads=HQ, dropout_p=0.3, seed=7)

@@ -606,6 +606,10 @@ class PagedPlan(_Pinned):
         self.offsets = np.zeros(self.n + 1, np.int64)
         self.offsets[1:] = np.cumsum([len(t) for t in tables]) if tables else []
         self.table = np.concatenate(tables + [np.zeros(1, np.int32)]).astype(np.int32)
+        # where each entry of self.table lies in a pool's own tables (row: the
+        # sequence's id, column: its index), to read another layer's at a run
+        self._table_rows = np.repeat(np.maximum(self.ids, 0), [len(t) for t in tables]).astype(np.int64)
+        self._table_cols = np.concatenate([np.arange(len(t)) for t in tables] + [np.zeros(0, np.int64)])
         w.num_sequences = self.n
         w.lengths = self.lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         w.page_table = self.table.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
@@ -641,9 +645,10 @@ class PagedPlan(_Pinned):
     def run(self, q, pool=None):
         """Attention of q (total, num_heads, key_dim), of the plan's
         q_dtype (float32 or float16), over the planned sequences' pages in
-        `pool` (default: the pool planned over; another layer's pool must
-        hold the same page layout and be in step with it, each planned
-        sequence of the same length, else PlanError): out (total, num_heads, value_dim) in q's dtype, and
+        `pool` (default: the pool planned over; another layer's pool, of
+        the same sizes and formats, is read through its own page tables,
+        each planned sequence of the planned length there, else
+        PlanError): out (total, num_heads, value_dim) in q's dtype, and
         lse (total, num_heads), float32, when planned with it."""
         pool = self.pool if pool is None else pool
         if not isinstance(pool, KVPages):  # an AttributeError on its first field
@@ -690,10 +695,12 @@ class PagedPlan(_Pinned):
         for f in ("k_pages", "v_pages", "k_residual", "k_scale", "v_scale", "residual"):
             setattr(w, f, getattr(pw, f))  # a pool of another window: refused (attn_kv_paged_run_view)
         if pool is not self.pool:
-            # Another layer's pool: its own lengths of the planned sequences,
-            # which the library compares with the plan's (attn_kv_paged_run_view).
+            # Another layer's pool: its own lengths and page tables of the
+            # planned sequences, which the library compares with the plan's
+            # (the lengths) and reads (the tables; attn_kv_paged_run_view).
             # The plan's were passed, so a layer not yet appended to (or one
-            # ahead) ran silently over rows it never wrote.
+            # ahead) ran silently over rows it never wrote, and one whose
+            # pages were handed out in another order read other sequences'.
             held = np.ctypeslib.as_array(pw.lengths, (pw.num_sequences,))
             lengths = np.where(self.ids >= 0, held[np.maximum(self.ids, 0)], 0) if self.ids.size else self.lengths
             lengths = np.ascontiguousarray(lengths, np.int64)
@@ -704,6 +711,9 @@ class PagedPlan(_Pinned):
                                 "appends, truncates, forks and frees)" % (self.ids[i], lengths[i], self.lengths[i]),
                                 23)
             w.lengths = lengths.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+            tables = np.ctypeslib.as_array(pw.page_table, (pw.num_sequences, pw.table_stride))
+            table = np.concatenate([tables[self._table_rows, self._table_cols], np.zeros(1, np.int32)])
+            w.page_table = table.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
         with self._lock:
             status = LIB.attn_kv_paged_run_view(self._plan, _view(out), _view(lse) if lse is not None else None,
                                                 _view(q), ctypes.byref(w), self.workspace.ctypes.data,
