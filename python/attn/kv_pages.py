@@ -342,6 +342,9 @@ class KVPages(_Pinned):
         return seq.value
 
     def free(self, seq):
+        """Free sequence seq: its pages go back to the pool once no other
+        sequence (a fork) holds them, and its id may be handed out again;
+        a freed or unknown id is an ArgumentError."""
         self._call(LIB.attn_kv_pages_free, _index(seq, "seq"))
 
     def truncate(self, seq, length):
@@ -371,6 +374,7 @@ class KVPages(_Pinned):
         self._call(LIB.attn_kv_pages_append, ids, len(seqs), ctypes.byref(kv_), ctypes.byref(vv), offsets)
 
     def length(self, seq):
+        """The positions sequence seq holds (ArgumentError for a freed or unknown id)."""
         n = ctypes.c_int64()
         self._call(LIB.attn_kv_pages_sequence, _index(seq, "seq"), ctypes.byref(n), None)
         return n.value
@@ -384,6 +388,7 @@ class KVPages(_Pinned):
 
     @property
     def free_pages(self):
+        """The pages no sequence holds."""
         return LIB.attn_kv_pages_free_pages(self._pool)
 
     def page_refs(self, page):
