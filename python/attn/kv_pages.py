@@ -39,8 +39,8 @@ import threading
 
 import numpy as np
 
-from ._core import (CAUSAL, ArgumentError, _Pinned, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
-                    ShapeError,
+from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
+                    ShapeError, _Pinned,
                     _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
                     raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,

@@ -17,8 +17,8 @@ import threading
 
 import numpy as np
 
-from ._core import (ArgumentError, _Pinned, RankError, _count, _keys_values, _mask, _offsets, _options, _out_shape, _query,
-                    _varlen_masks, raise_for, view)
+from ._core import (ArgumentError, RankError, _Pinned, _count, _keys_values, _mask, _offsets, _options, _out_shape,
+                    _query, _varlen_masks, raise_for, view)
 from ._lib import LIB, Error
 
 
