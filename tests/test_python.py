@@ -1099,6 +1099,19 @@ try:
 except at._core.HeadsError as e:
     said = str(e)
 check("torch_enable_gqa_heads_must_divide", said != "no error", said)
+# enable_gqa takes a bool (or a NumPy bool), as torch's own: read by
+# truthiness, enable_gqa="no" or "False" grouped the heads, silently.
+said = []
+for x in ("no", "False", 1, None):
+    try:
+        at.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), enable_gqa=x)
+        said.append("%r: no error" % (x,))
+    except Exception as e:  # noqa: BLE001 -- which error is what is checked
+        if not isinstance(e, TypeError) or "enable_gqa must be a bool" not in str(e):
+            said.append("%r: %s: %s" % (x, type(e).__name__, e))
+check("torch_enable_gqa_takes_a_bool_only", not said and torch.equal(
+    at.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), enable_gqa=np.bool_(True)),
+    at.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), enable_gqa=True)), "; ".join(said))
 # A dimension of size 0, as torch takes it: an empty batch, no heads, no
 # queries, no value features give an empty output, no keys (S = 0) zeros
 # (softmax over no key times no value), E = 0 the mean of v (every score 0);

@@ -301,6 +301,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if attn_mask is not None and not isinstance(attn_mask, torch.Tensor):
         raise TypeError("scaled_dot_product_attention(): attn_mask must be a torch.Tensor or None, not %s"
                         % type(attn_mask).__name__)
+    # read by truthiness, enable_gqa="no" (or "False") grouped the heads,
+    # silently; torch's own takes a bool alone
+    if not isinstance(enable_gqa, (bool, np.bool_)):
+        raise TypeError("scaled_dot_product_attention(): enable_gqa must be a bool, not %s" % type(enable_gqa).__name__)
     query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
     # The library's rule for every shape: a size-0 input took torch's own
