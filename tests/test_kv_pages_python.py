@@ -1732,5 +1732,92 @@ if not no_huge_pages:  # the way that takes: odd sizes too start on a 2 MiB boun
     m = _memory.kv_zeros(size)
     check("kv_zeros_odd_size_aligned", m.shape == (size,) and m.ctypes.data % (2 << 20) == 0
           and m.base is not None and not m.any())
+# Boolean options take a bool (or a NumPy bool) only: they were read by
+# truthiness, so hadamard="False", head_major="no" or return_lse="no" was
+# true, silently (a pool laid out head-major, a tuple where out was wanted).
+bp = attn.KVPages(heads=2, key_dim=32, num_pages=8, max_sequences=2, dtype="q8", hadamard=np.bool_(True),
+                  head_major=np.bool_(False))
+bseq = bp.create()
+bp.append(bseq, rng.standard_normal((3, 2, 32)).astype(np.float32), rng.standard_normal((3, 2, 32)).astype(np.float32))
+bq = rng.standard_normal((1, 2, 32)).astype(np.float32)
+bc = attn.KVCache(batch=1, heads=2, capacity=4, key_dim=32, dtype="q8", hadamard=True)
+bc.append(np.zeros((1, 2, 1, 32), np.float32), np.zeros((1, 2, 1, 32), np.float32))
+check("bool_options_numpy_bools_taken", bp._desc.hadamard == 1 and bp._desc.head_major == 0 and
+      isinstance(bp.attend(bseq, bq, return_lse=np.bool_(True)), tuple))
+bool_calls = {
+    "KVPages_hadamard": lambda x: attn.KVPages(heads=2, key_dim=32, num_pages=8, max_sequences=2, dtype="q8",
+                                               hadamard=x),
+    "KVPages_head_major": lambda x: attn.KVPages(heads=2, key_dim=32, num_pages=8, max_sequences=2, head_major=x),
+    "KVCache_hadamard": lambda x: attn.KVCache(batch=1, heads=2, capacity=4, key_dim=32, dtype="q8", hadamard=x),
+    "KVPages_attend_return_lse": lambda x: bp.attend(bseq, bq, return_lse=x),
+    "KVPages_plan_return_lse": lambda x: bp.plan([bseq], [1], 2, return_lse=x),
+    "KVCache_attend_return_lse": lambda x: bc.attend(np.zeros((1, 2, 1, 32), np.float32), return_lse=x),
+    "Plan_return_lse": lambda x: attn.Plan(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32),
+                                           np.zeros((2, 4, 8), np.float32), return_lse=x),
+}
+for name, call in bool_calls.items():
+    said = []
+    for x in ("False", "no", 0, 1, None, 1.0):
+        try:
+            call(x)
+            said.append("%r: no error" % (x,))
+        except TypeError as e:
+            if "must be a bool" not in str(e):
+                said.append("%r: %s" % (x, e))
+        except Exception as e:  # noqa: BLE001 -- which error is what is checked
+            said.append("%r: %s: %s" % (x, type(e).__name__, e))
+    check("bool_option_refuses_non_bools_%s" % name, not said, "; ".join(said))
+
+# pool.memory and cache.memory are the library's bytes: read-only from
+# Python (a write corrupted the pages, tables and counts), and not
+# reassignable; reading them (bytes, address, sharing with a view) is as before.
+for label, obj in (("pool", bp), ("cache", bc)):
+    why = []
+    held = obj.memory.tobytes()
+    try:
+        obj.memory[:64] = 0xff
+        why.append("a write went through")
+    except ValueError:
+        pass
+    try:
+        obj.memory = np.zeros(8, np.uint8)
+        why.append("reassigned")
+    except AttributeError:
+        pass
+    if obj.memory.tobytes() != held or obj.memory.dtype != np.uint8:
+        why.append("the bytes changed")
+    check("%s_memory_read_only" % label, not why, ", ".join(why))
+fc = attn.KVCache(batch=1, heads=2, capacity=4, key_dim=8)
+fc.append(np.ones((1, 2, 2, 8), np.float32), np.ones((1, 2, 2, 8), np.float32))
+vk, _ = fc.view()
+try:
+    vk.flags.writeable = True  # a view of the read-only bytes cannot be made writable
+    why = "the view was made writable"
+except ValueError:
+    why = ""
+check("cache_view_cannot_be_made_writable",
+      not why and np.shares_memory(vk, fc.memory) and np.array_equal(vk, np.ones((1, 2, 2, 8), np.float32)), why)
+
+# A paged plan reads its q's layout only: no batch-sized q of zeros is
+# written to make it (np.zeros of the whole step's q was).
+zp = attn.KVPages(heads=2, key_dim=16, num_pages=16, max_sequences=2)
+zs = zp.create()
+zp.append(zs, rng.standard_normal((5, 2, 16)).astype(np.float32), rng.standard_normal((5, 2, 16)).astype(np.float32))
+zeros_made, real_zeros = [], np.zeros
+
+
+def counting_zeros(shape, *a, **kw):
+    zeros_made.append(tuple(np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape)
+    return real_zeros(shape, *a, **kw)
+
+
+np.zeros = counting_zeros
+try:
+    zplan = zp.plan([zs], [64], 4)
+finally:
+    np.zeros = real_zeros
+zq = rng.standard_normal((64, 4, 16)).astype(np.float32)
+check("paged_plan_makes_no_zero_q", (64, 4, 16) not in zeros_made and
+      np.array_equal(zplan.run(zq), zp.attend(zs, zq, causal="bottom-right")), str(zeros_made))
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)

@@ -606,6 +606,15 @@ def _index(x, name, low=-2 ** 63, high=2 ** 63 - 1):
     return i
 
 
+def _bool(x, name):
+    """x as a Python bool: a bool or a NumPy bool only, else a TypeError.
+    Options read by truthiness took hadamard="False" or head_major="no" as
+    true, silently."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise TypeError("%s must be a bool (True or False), not %s" % (name, type(x).__name__))
+    return bool(x)
+
+
 def _offsets(cu, name):
     """cu_seqlens as a C array of int64 (the library checks the values).
     None is a NullError, as a None q is (NumPy made it an object array,

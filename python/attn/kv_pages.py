@@ -20,8 +20,9 @@ filled together through its append, attend, view, gather and truncate
 (attn_kv_cache_*), or each row a sequence at its own length (cache.lengths)
 for the same layer step (attn_mha_cached_batch).
 
-The pool lives in one NumPy buffer owned by the object (pool.memory); the
-library never allocates for it. A pool of 2 MiB or more on Linux starts on a
+The pool lives in one NumPy buffer owned by the object (pool.memory,
+read-only from Python: the library's own bytes); the library never
+allocates for it. A pool of 2 MiB or more on Linux starts on a
 2 MiB boundary of an anonymous mapping advised for transparent huge pages
 (_memory.kv_zeros), as attn.h advises at attn_kv_pages_init; a KVCache of
 2 MiB or more (cache.memory) alike. Every call that fails raises the
@@ -40,7 +41,7 @@ import threading
 import numpy as np
 
 from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
-                    ShapeError, _Pinned,
+                    ShapeError, _bool, _Pinned,
                     _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
                     raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
@@ -111,6 +112,13 @@ def _scales(d, k_scale, v_scale):
         scales.append(a)
         setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
     return scales
+
+
+def _library_owned(a):
+    """a (the library's memory: a pool's or a cache's bytes) marked read-only
+    for Python; the library writes it through its address."""
+    a.flags.writeable = False
+    return a
 
 
 def _causal_known(causal):
@@ -312,18 +320,22 @@ class KVPages(_Pinned):
         d.dtype, d.page_size = _STORAGE[dtype], _index(page_size, "page_size")
         d.num_pages = _index(num_pages, "num_pages")
         d.max_sequences, d.max_length = _index(max_sequences, "max_sequences"), _index(max_length, "max_length")
-        d.key_dtype, d.hadamard, d.residual = _keys(key_dtype), 1 if hadamard else 0, _index(residual, "residual")
-        d.head_major = 1 if head_major else 0
+        d.key_dtype, d.residual = _keys(key_dtype), _index(residual, "residual")
+        d.hadamard, d.head_major = int(_bool(hadamard, "hadamard")), int(_bool(head_major, "head_major"))
         self._scales = _scales(d, k_scale, v_scale)  # (init copies them; kept as long as d points to them)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_pages_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
-        self.memory = kv_zeros(size.value)  # (bytes,): the pool, for as long as the object lives
+        self._memory = _library_owned(kv_zeros(size.value))  # (bytes,): the pool, for as long as the object lives
         pool = ctypes.c_void_p()
-        raise_for(LIB.attn_kv_pages_init(ctypes.byref(pool), self.memory.ctypes.data, size.value, ctypes.byref(d),
+        raise_for(LIB.attn_kv_pages_init(ctypes.byref(pool), self._memory.ctypes.data, size.value, ctypes.byref(d),
                                          ctypes.byref(err)), err)
         self._pool, self._desc = pool, d
         self.heads, self.key_dim, self.value_dim, self.page_size = d.heads, d.key_dim, d.value_dim, d.page_size
         self.num_pages, self.max_sequences = d.num_pages, d.max_sequences
+
+    memory = property(lambda self: self._memory, doc="The pool's bytes (uint8), read-only: the library's pages, "
+                      "page tables and counts, changed through the pool's calls only (a write from Python corrupted "
+                      "them).")
 
     def _call(self, fn, *args):
         err = Error()
@@ -446,6 +458,7 @@ class KVPages(_Pinned):
             if masks is not None and not isinstance(masks, (list, tuple)):
                 masks = [masks]  # that sequence's mask (its rows were counted as masks: "2 entries for 1")
         seqs = list(seqs)
+        return_lse = _bool(return_lse, "return_lse")
         packed = cu_seqlens_q is not None
         if packed:
             q, cu = _query(q, f32_only=True)[0], _cu(cu_seqlens_q, len(seqs), "cu_seqlens_q")
@@ -625,16 +638,18 @@ class PagedPlan(_Pinned):
             self.cu.append(self.cu[-1] + n)
         self.q_shape = (self.cu[-1], num_heads, pool.key_dim)
         self.out_shape = (self.cu[-1], num_heads, pool.value_dim)
-        self.return_lse = return_lse
+        self.return_lse = _bool(return_lse, "return_lse")
         self.options = _options(causal, scale, None, dropout_p, seed, variants, copy=True)
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         self.masks = _varlen_masks(masks, self.n, np.float32, copy=True)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
         self.memory = np.zeros(size.value, np.uint8)
-        # the planned q, of q_dtype, checked as attend checks a q
-        q = _query(np.zeros(self.q_shape, q_dtype), "q_dtype", f32_only=True)[0]
-        self.dtype = q.dtype  # every run's q and out; lse float32
+        # q_dtype checked as attend checks a q (on no rows), and the planned q:
+        # the plan reads its layout only, never its data, so np.empty (a batch's
+        # q of zeros was written just to make the plan)
+        self.dtype = _query(np.empty((0,) + self.q_shape[1:], q_dtype), "q_dtype", f32_only=True)[0].dtype
+        q = np.empty(self.q_shape, self.dtype)  # every run's q and out of this dtype; lse float32
         out = np.empty(self.out_shape, q.dtype)
         lse = np.empty(self.out_shape[:2], np.float32) if return_lse else None
         self._offsets = _i64s(self.cu, "q_lengths' offsets")
@@ -768,18 +783,21 @@ class KVCache(_Pinned):
         d.key_dim = _index(key_dim, "key_dim")
         d.value_dim = _index(key_dim if value_dim is None else value_dim, "value_dim")
         d.dtype, d.key_dtype, d.residual = self._DTYPES[dtype], _keys(key_dtype), _index(residual, "residual")
-        d.hadamard = 1 if hadamard else 0
+        d.hadamard = int(_bool(hadamard, "hadamard"))
         self._scales = _scales(d, k_scale, v_scale)  # (init copies them; kept as long as d points to them)
         err, size = Error(), ctypes.c_size_t()
         raise_for(LIB.attn_kv_cache_bytes(ctypes.byref(size), ctypes.byref(d), ctypes.byref(err)), err)
-        self.memory = kv_zeros(size.value)  # (bytes,): the rows, on huge pages from 2 MiB on as the pool's
+        self._memory = _library_owned(kv_zeros(size.value))  # (bytes,): the rows, on huge pages from 2 MiB on
         cache = ctypes.c_void_p()
-        raise_for(LIB.attn_kv_cache_init(ctypes.byref(cache), self.memory.ctypes.data, size.value, ctypes.byref(d),
+        raise_for(LIB.attn_kv_cache_init(ctypes.byref(cache), self._memory.ctypes.data, size.value, ctypes.byref(d),
                                          ctypes.byref(err)), err)
         self._cache, self._desc = cache, d
         self._lengths = np.zeros(d.batch, np.int64)  # (batch,): what the library reads and grows, by pointer
         self.batch, self.heads, self.capacity = d.batch, d.heads, d.capacity
         self.key_dim, self.value_dim = d.key_dim, d.value_dim
+
+    memory = property(lambda self: self._memory, doc="The cache's bytes (uint8), read-only: the library's rows, "
+                      "changed through append and truncate only (a write from Python corrupted them).")
 
     @property
     def lengths(self):
@@ -862,6 +880,7 @@ class KVCache(_Pinned):
         sinks, rope, compute, num_threads) as attn.sdpa takes them, the
         mask over (..., L, length). The result is bitwise attn.sdpa's on the
         cache's view (view()), read in place."""
+        return_lse = _bool(return_lse, "return_lse")
         q, work = _query(q, f32_only=self._work() == np.float32)
         # the library named the cache's rows ("k is f64 but q is f32"), not q
         if self._work() == np.float64 and q.dtype != np.float64:
@@ -915,13 +934,13 @@ class KVCache(_Pinned):
             return self.gather(rank)
         kt, vt, err = Tensor(), Tensor(), Error()
         raise_for(LIB.attn_kv_cache_view(kt, vt, self._cache, rank, err), err)
-        base, size = self.memory.ctypes.data, np.dtype(dtype).itemsize
+        base, size = self._memory.ctypes.data, np.dtype(dtype).itemsize
         views = []
         for t, shape in ((kt, ks), (vt, vs)):
             if 0 in shape:  # nothing cached: no memory to view
                 views.append(np.empty(shape, dtype))
                 continue
-            a = np.ndarray(shape, dtype, buffer=self.memory, offset=t.data - base,
+            a = np.ndarray(shape, dtype, buffer=self._memory, offset=t.data - base,
                            strides=[t.strides[d] * size for d in range(rank)])
             a.flags.writeable = False  # the library's rows: changed through append and truncate only
             views.append(a)

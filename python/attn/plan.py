@@ -17,8 +17,8 @@ import threading
 
 import numpy as np
 
-from ._core import (ArgumentError, RankError, _Pinned, _count, _keys_values, _mask, _offsets, _options, _out_shape,
-                    _query, _varlen_masks, raise_for, view)
+from ._core import (ArgumentError, RankError, _Pinned, _bool, _count, _keys_values, _mask, _offsets, _options,
+                    _out_shape, _query, _varlen_masks, raise_for, view)
 from ._lib import LIB, Error
 
 
@@ -39,6 +39,7 @@ class Plan(_Pinned):
 
     def __init__(self, q, k, v, mask=None, causal=False, scale=None, return_lse=False, cu_seqlens_q=None,
                  cu_seqlens_k=None, masks=None, dropout_p=0.0, seed=None, **variants):
+        return_lse = _bool(return_lse, "return_lse")
         q, work = _query(q)
         k, v = _keys_values(k, v, q, work)
         self.varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
