@@ -1329,16 +1329,17 @@ mha_case("packed")
 mha_case("separate_kdim_vdim_batch_first", kdim=6, vdim=3, batch_first=True)
 mha_case("bias_kv_zero_attn_no_bias", bias=False, add_bias_kv=True, add_zero_attn=True)
 
-# Float masks of another float dtype than the inputs' (float64 or float16
-# beside a float32 module), which torch's module takes: they were a
-# MaskError. Now torch's output within the f32 bound, and bitwise the same
-# call with the masks converted by the caller; the backward runs.
+# Float masks of another float dtype than the inputs' (float64, float16 or
+# bfloat16 beside a float32 module), which torch's module takes: they were a
+# MaskError (bfloat16: a DtypeError, "convert it to float32"). Now torch's
+# output within the f32 bound, and bitwise the same call with the masks
+# converted by the caller; the backward runs.
 ref32 = torch.nn.MultiheadAttention(16, 4)
 mine32 = at.MultiheadAttention(16, 4)
 mine32.load_state_dict(ref32.state_dict())
 x32 = torch.randn(5, 3, 16)
 kpm64, am64 = torch.randn(3, 5, dtype=D), torch.randn(5, 5, dtype=D)
-mask_cases = [(mdt, which) for mdt in (torch.float64, torch.float16)
+mask_cases = [(mdt, which) for mdt in (torch.float64, torch.float16, torch.bfloat16)
               for which in ("key_padding_mask", "attn_mask")]  # one at a time: torch 1.13 takes no float pair
 for mdt, which in mask_cases:
     given = {which: (kpm64 if which == "key_padding_mask" else am64).to(mdt)}

@@ -376,6 +376,14 @@ def _mha_options(mod, kpm, attn_mask, average, keep, dropout_p, seed, dtype):
     return o
 
 
+def _mask_np(m, name):
+    """A module's mask as NumPy: a bfloat16 one, which NumPy cannot view, as
+    float32 (exactly), then converted to the inputs' dtype as a float16 or
+    float64 one is (_mha_options), as torch's module takes it: it was a
+    DtypeError ("convert it to float32")."""
+    return _np(m.detach().float() if isinstance(m, torch.Tensor) and m.dtype == torch.bfloat16 else m, name)
+
+
 class _MHA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, mod, query, key, value, kpm, attn_mask, need_weights, average, dropout_p, *params):
@@ -383,7 +391,7 @@ class _MHA(torch.autograd.Function):
         seed = _seed(dropout_p)
         keep, arrays = [], _param_arrays(tensors)
         qa, ka, va = _np(query, "query"), _np(key, "key"), _np(value, "value")
-        m1, m2 = _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask")
+        m1, m2 = _mask_np(kpm, "key_padding_mask"), _mask_np(attn_mask, "attn_mask")
         p, o = _mha_params(mod, arrays, keep), _mha_options(mod, m1, m2, average, keep, dropout_p, seed, qa.dtype)
         out = np.empty(qa.shape, qa.dtype)
         w = mod._weights_array(qa, ka, average) if need_weights else None
@@ -416,8 +424,8 @@ class _MHA(torch.autograd.Function):
         keep, arrays = [], _param_arrays(tensors)
         p = _mha_params(mod, arrays, keep)
         xs = [_np(t, n) for t, n in ((query, "query"), (key, "key"), (value, "value"))]
-        o = _mha_options(mod, _np(kpm, "key_padding_mask"), _np(attn_mask, "attn_mask"), average, keep, dropout_p, seed,
-                         xs[0].dtype)
+        o = _mha_options(mod, _mask_np(kpm, "key_padding_mask"), _mask_np(attn_mask, "attn_mask"), average, keep,
+                         dropout_p, seed, xs[0].dtype)
         # A 16-bit parameter's gradient is accumulated in the inputs' dtype (the
         # library takes no 16-bit gradient: it refused float16 ones, so that a
         # module .half()'d beside float32 inputs ran forward but not backward),
