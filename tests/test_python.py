@@ -1139,6 +1139,29 @@ for label, shapes, kw, dt in (("batch", ((0, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 6
     except (attn.AttnError, RuntimeError) as e:
         why = "%s: %s" % (type(e).__name__, e)
     check("torch_size_0_%s" % label, not why, why)
+# Wrong inputs with a dimension of size 0 raise what the same call on data
+# raises: torch's math on them took an integer mask and keys of another
+# dtype, and said E disagreeing in torch's words; key heads of 0 beside a
+# query's 4 raised ZeroDivisionError.
+for label, L, mk in (("int_mask", None, lambda L: {"attn_mask": torch.ones(L, 5, dtype=torch.int64)}),
+                     ("float32_keys", None, lambda L: {"key": torch.randn(2, 2, 5, 4)}),
+                     ("other_E", None, lambda L: {"key": torch.randn(2, 2, 5, 6, dtype=D)}),
+                     ("mask_rank_6", None, lambda L: {"attn_mask": torch.ones(1, 1, 1, 2, L, 5, dtype=torch.bool)}),
+                     ("no_key_heads", None, lambda L: {"key": torch.randn(2, 0, 5, 4, dtype=D),
+                                                       "value": torch.randn(2, 0, 5, 3, dtype=D)})):
+    said = {}
+    for shape_label, L in (("data", 3), ("size_0", 0)):
+        args = {"query": torch.randn(2, 2, L, 4, dtype=D), "key": torch.randn(2, 2, 5, 4, dtype=D),
+                "value": torch.randn(2, 2, 5, 3, dtype=D)}
+        args.update(mk(L))
+        try:
+            at.scaled_dot_product_attention(**args)
+            said[shape_label] = "no error"
+        except Exception as e:  # noqa: BLE001 -- which error is what is checked
+            said[shape_label] = type(e).__name__
+    check("torch_size_0_wrong_input_%s_as_on_data" % label,
+          said["data"] == said["size_0"] and said["data"] in ("MaskError", "DtypeError", "ShapeError", "RankError",
+                                                              "HeadsError"), str(said))
 # dropout_p outside [0, 1] is the library's OptionError whatever the shapes:
 # an input of size 0 went through torch's dropout, which raised
 # RuntimeError for NaN where the same call on data gave OptionError.

@@ -227,6 +227,44 @@ def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
     return (w @ v).to(query.dtype)
 
 
+def _check_empty(query, key, value, attn_mask, is_causal, scale):
+    """The library's checks on a call with a dimension of size 0, which
+    _empty_sdpa computes with torch's math: that took an integer or complex
+    mask, keys of another dtype than the query's, a mask past rank 5, and
+    said E or S disagreeing in torch's words ("Expected size for first two
+    dimensions of batch2 tensor"), where the same call on data raises the
+    library's MaskError, DtypeError, RankError or ShapeError: passed or
+    failed, and with another error, by the shape alone. Checked by the
+    library on stand-ins: each tensor's dtype, device and rank, every 0 made
+    1, and L and S made 1 where the mask agrees with them (a few values, all
+    stride 0: no memory, next to no work)."""
+    def dim(t, i):
+        return t.shape[i] if t.dim() >= -i else None
+    m = attn_mask
+    S = dim(key, -2)
+    one_s = S is not None and dim(value, -2) == S and (m is None or dim(m, -1) in (None, S, 1))
+    one_l = dim(query, -2) is not None and (m is None or dim(m, -2) in (None, dim(query, -2), 1))
+
+    def stand_in(t, rows_one, cols_one):
+        shape = [max(n, 1) for n in t.shape]
+        if rows_one and t.dim() >= 2:
+            shape[-2] = 1
+        if cols_one and t.dim() >= 1:
+            shape[-1] = 1
+        return torch.zeros((), dtype=t.dtype, device=t.device).expand(shape)
+    q, k, v = stand_in(query, one_l, False), stand_in(key, one_s, False), stand_in(value, one_s, False)
+    mask = stand_in(m, one_l, one_s) if m is not None else None
+    try:
+        with torch.no_grad():
+            scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=True)
+    except _core.AttnError as e:  # its shapes are the stand-ins': said so
+        if (q.shape, k.shape, v.shape) == (query.shape, key.shape, value.shape) and (m is None or mask.shape == m.shape):
+            raise
+        raise type(e)("%s (checked with each size of 0, and L and S, taken as 1: query %s, key %s, value %s%s)"
+                      % (e, tuple(query.shape), tuple(key.shape), tuple(value.shape),
+                         "" if m is None else ", attn_mask %s" % (tuple(m.shape),)), e.status) from None
+
+
 def _heads(t):
     return t.shape[-3] if t.dim() >= 3 else 1
 
@@ -258,14 +296,17 @@ def _check_gqa(query, key, value, enable_gqa):
     """torch 2.5's rule: key and value have query's number of heads (dimension
     -3), or 1 (broadcast), unless enable_gqa, when Hk need only divide Hq
     (which the library checks: HeadsError)."""
-    if enable_gqa or query.dim() < 3:
+    if query.dim() < 3:
         return
     hq = query.shape[-3]
     for name, t in (("key", key), ("value", value)):
         if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
-            if hq % t.shape[-3]:  # enable_gqa would not help: it was offered all the same
+            # no heads beside a query's heads: hq % 0 raised ZeroDivisionError
+            if not t.shape[-3] or hq % t.shape[-3]:  # enable_gqa would not help: it was offered all the same
                 raise _core.HeadsError("%s has %d heads and query %d: query's heads must be a multiple of %s's"
                                        % (name, t.shape[-3], hq, name), 5)
+            if enable_gqa:
+                continue
             raise _core.HeadsError("%s has %d heads and query %d: pass enable_gqa=True for grouped-query attention "
                                    "(torch's rule since 2.5)" % (name, t.shape[-3], hq), 5)
 
@@ -319,6 +360,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if not 0 <= p <= 1:
         raise _core.OptionError("dropout_p is %g; it must be from 0 to 1" % p, 9)
     if 0 in query.shape or 0 in key.shape or 0 in value.shape:
+        _check_empty(query, key, value, attn_mask, is_causal, scale)
         return _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale)
     # bfloat16 keys or values beside a float32 query, which the library takes
     # (attn.h, attn_sdpa): NumPy cannot view them, and they were refused
