@@ -1099,6 +1099,32 @@ try:
 except at._core.HeadsError as e:
     said = str(e)
 check("torch_enable_gqa_heads_must_divide", said != "no error", said)
+# Inputs torch's attention does not take raise a RuntimeError, as torch's
+# own does (code written for torch catches that), still of the library's
+# class: a ShapeError was a ValueError alone, a DtypeError a TypeError.
+said = []
+for label, cls, call in (
+        ("sdpa_other_E", attn.ShapeError, lambda: at.scaled_dot_product_attention(
+            torch.randn(2, 3, 4, dtype=D), torch.randn(2, 5, 6, dtype=D), torch.randn(2, 5, 4, dtype=D))),
+        ("sdpa_other_dtypes", attn.DtypeError, lambda: at.scaled_dot_product_attention(
+            torch.randn(2, 3, 4, dtype=D), torch.randn(2, 5, 4), torch.randn(2, 5, 4))),
+        ("sdpa_integer_mask", attn.MaskError, lambda: at.scaled_dot_product_attention(
+            torch.randn(2, 3, 4, dtype=D), torch.randn(2, 5, 4, dtype=D), torch.randn(2, 5, 4, dtype=D),
+            attn_mask=torch.ones(3, 5, dtype=torch.int64))),
+        ("sdpa_heads", attn.HeadsError, lambda: at.scaled_dot_product_attention(
+            torch.randn(2, 4, 3, 4, dtype=D), torch.randn(2, 3, 5, 4, dtype=D), torch.randn(2, 3, 5, 4, dtype=D),
+            enable_gqa=True)),
+        ("mha_features", attn.ShapeError, lambda: mha(torch.randn(3, 5, 4, dtype=D), torch.randn(3, 5, 4, dtype=D),
+                                                      torch.randn(3, 5, 4, dtype=D)))):
+    try:
+        call()
+        said.append("%s: no error" % label)
+    except RuntimeError as e:
+        if not isinstance(e, cls):
+            said.append("%s: %s, not %s" % (label, type(e).__mro__, cls.__name__))
+    except Exception as e:  # noqa: BLE001 -- which error is what is checked
+        said.append("%s: %s (%s), not a RuntimeError" % (label, type(e).__name__, e))
+check("torch_wrong_inputs_raise_runtime_error_of_the_library_class", not said, "; ".join(said))
 # enable_gqa takes a bool (or a NumPy bool), as torch's own: read by
 # truthiness, enable_gqa="no" or "False" grouped the heads, silently.
 said = []

@@ -5,7 +5,9 @@ backward is attn_sdpa_backward. MultiheadAttention is a drop-in
 torch.nn.MultiheadAttention (the same parameters, so it loads that module's
 state_dict) whose forward is attn_mha and backward attn_mha_backward. Both
 compute in the tensors' own memory (no copies but for dtype conversions),
-and their gradients are exact (gradcheck passes in float64)."""
+and their gradients are exact (gradcheck passes in float64). Inputs they
+do not take raise the library's errors (ShapeError, DtypeError, MaskError,
+...), each also a RuntimeError, as torch's own attention raises."""
 import ctypes
 import functools
 
@@ -89,6 +91,39 @@ def _differentiable_once(backward):
         # and raises (not "appears to not have been used in the graph")
         marked = iter(_NoSecondDerivative.apply(len(tensors), *tensors, *sources))
         return tuple(next(marked) if isinstance(g, torch.Tensor) else g for g in grads)
+    return run
+
+
+_TORCH_KINDS = {}
+
+
+def _torch_kind(cls):
+    """cls (an attn.AttnError class) that is a RuntimeError too, as torch
+    raises one for inputs its attention does not take (shapes, dtypes,
+    masks, heads): `except RuntimeError` around torch's call caught nothing
+    of ours (a ShapeError is a ValueError, a DtypeError a TypeError). Still
+    the library's class: `except attn.ShapeError` catches it as before."""
+    if issubclass(cls, RuntimeError):
+        return cls
+    kind = _TORCH_KINDS.get(cls)
+    if kind is None:
+        kind = _TORCH_KINDS[cls] = type(cls.__name__, (cls, RuntimeError),
+                                        {"__module__": cls.__module__, "__doc__": cls.__doc__,
+                                         "__qualname__": cls.__qualname__})
+    return kind
+
+
+def _raises_as_torch(fn):
+    """fn raising the library's errors as _torch_kind's classes."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _core.AttnError as e:
+            kind = _torch_kind(type(e))
+            if kind is type(e):
+                raise
+            raise kind(e.message, e.status).with_traceback(e.__traceback__) from None
     return run
 
 
@@ -311,6 +346,7 @@ def _check_gqa(query, key, value, enable_gqa):
                                    "(torch's rule since 2.5)" % (name, t.shape[-3], hq), 5)
 
 
+@_raises_as_torch
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention on libattn, CPU tensors,
@@ -560,6 +596,7 @@ class MultiheadAttention(torch.nn.Module):
         shape = ((n,) if batched else ()) + (() if average else (self.num_heads,)) + (L, S)
         return np.empty(shape, q.dtype)
 
+    @_raises_as_torch
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         if is_causal and attn_mask is None:
