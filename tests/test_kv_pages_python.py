@@ -68,6 +68,10 @@
   no MADV_HUGEPAGE, not Linux), forced through stand-in modules: exactly
   the bytes asked, zeroed, writable, and a pool on them storing and
   attending bitwise attn.sdpa.
+- boolean options (hadamard, head_major, return_lse of the pools, caches
+  and plans) refusing anything but a bool or a NumPy bool (TypeError);
+  pool.memory and cache.memory read-only and not reassignable, a cache's
+  view not made writable; a paged plan made without a zeroed q.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import copy

@@ -293,7 +293,8 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
         with torch.no_grad():
             scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=True)
     except _core.AttnError as e:  # its shapes are the stand-ins': said so
-        if (q.shape, k.shape, v.shape) == (query.shape, key.shape, value.shape) and (m is None or mask.shape == m.shape):
+        if (q.shape, k.shape, v.shape, None if m is None else mask.shape) == \
+                (query.shape, key.shape, value.shape, None if m is None else m.shape):
             raise
         raise type(e)("%s (checked with each size of 0, and L and S, taken as 1: query %s, key %s, value %s%s)"
                       % (e, tuple(query.shape), tuple(key.shape), tuple(value.shape),
