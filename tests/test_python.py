@@ -56,6 +56,7 @@ Usage: test_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import json
 import multiprocessing
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -1122,6 +1123,9 @@ for label, cls, call in (
     except RuntimeError as e:
         if not isinstance(e, cls):
             said.append("%s: %s, not %s" % (label, type(e).__mro__, cls.__name__))
+        back = pickle.loads(pickle.dumps(e))  # as an exception comes back from a worker process
+        if type(back) is not type(e) or str(back) != str(e) or back.status != e.status:
+            said.append("%s: pickled back as %r" % (label, back))
     except Exception as e:  # noqa: BLE001 -- which error is what is checked
         said.append("%s: %s (%s), not a RuntimeError" % (label, type(e).__name__, e))
 check("torch_wrong_inputs_raise_runtime_error_of_the_library_class", not said, "; ".join(said))

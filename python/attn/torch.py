@@ -94,23 +94,25 @@ def _differentiable_once(backward):
     return run
 
 
-_TORCH_KINDS = {}
-
-
 def _torch_kind(cls):
     """cls (an attn.AttnError class) that is a RuntimeError too, as torch
     raises one for inputs its attention does not take (shapes, dtypes,
     masks, heads): `except RuntimeError` around torch's call caught nothing
     of ours (a ShapeError is a ValueError, a DtypeError a TypeError). Still
-    the library's class: `except attn.ShapeError` catches it as before."""
+    the library's class: `except attn.ShapeError` catches it as before.
+    Each is made once, here, and named in this module (attn.torch.ShapeError),
+    so that pickle finds it (an exception sent from a worker process)."""
     if issubclass(cls, RuntimeError):
         return cls
-    kind = _TORCH_KINDS.get(cls)
+    kind = globals().get(cls.__name__)
     if kind is None:
-        kind = _TORCH_KINDS[cls] = type(cls.__name__, (cls, RuntimeError),
-                                        {"__module__": cls.__module__, "__doc__": cls.__doc__,
-                                         "__qualname__": cls.__qualname__})
+        kind = globals()[cls.__name__] = type(cls.__name__, (cls, RuntimeError),
+                                              {"__module__": __name__, "__doc__": cls.__doc__})
     return kind
+
+
+for _cls in [_core.AttnError] + list(_core.ERRORS.values()):
+    _torch_kind(_cls)
 
 
 def _raises_as_torch(fn):
