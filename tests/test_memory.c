@@ -10,9 +10,11 @@
  * buffer of f32 scores would show 4 bytes per score per head). Peaks when
  * S doubles at fixed L, and L at fixed S, are bounded too (at most twice,
  * plus the fixed part), and the extra peak of 3 threads over 1 may grow
- * by at most a quarter when S or L doubles (per-thread scratch of a block,
- * not of a row of S or a column of L; a third thread that finds work only
- * at the larger L adds a block). The layer (self-attention, S = L) is
+ * by at most a quarter, or a byte per key (query) and head, when S (L)
+ * doubles: per-thread scratch of a block, not of a row of S or a column of
+ * L, which would add 4 bytes per key and head for each extra thread (a
+ * third thread that finds work only at the larger L adds a block; the
+ * decode kernel's few floats per chunk of keys grow with S). The layer (self-attention, S = L) is
  * checked over L, 2L and 4L instead. Nothing is timed.
  *
  * The library's objects are linked with -Wl,--wrap=malloc (and calloc,
@@ -23,6 +25,8 @@
 #include "check.h"
 
 #include <malloc.h>
+#include <stdbool.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,7 +100,8 @@ static attn_tensor tensor(attn_dtype dt, int rank, int64_t a, int64_t b, int64_t
 
 /* ---- the paths --------------------------------------------------------------- */
 
-enum { H = 2, E = 16 };
+enum { H = 2 };
+static int64_t E = 16; /* 32 for the quantized caches (blocks of 32) */
 
 typedef struct path {
     const char *name;
@@ -105,6 +110,7 @@ typedef struct path {
     attn_causal causal;
     int compute_bf16, dropout;
     int kind;           /* which call, below */
+    attn_dtype store, key_store; /* a cache's or pool's formats */
 } path;
 
 enum { SDPA, REFERENCE, BACKWARD, VARLEN, VARLEN_BACKWARD, PLAN, KV_CACHE, KV_PAGES, MHA, MHA_BACKWARD, MHA_CACHED };
@@ -112,6 +118,7 @@ enum { SDPA, REFERENCE, BACKWARD, VARLEN, VARLEN_BACKWARD, PLAN, KV_CACHE, KV_PA
 /* One call of path p at (L, S) on `threads` threads: the peak of the
  * library's heap above what was live before, in bytes; -1 if it failed. */
 static double measure(const path *p, int64_t L, int64_t S, int threads) {
+    E = p->kind == KV_CACHE || p->kind == KV_PAGES ? 32 : 16;
     attn_context ctx = attn_context_default();
     ctx.num_threads = threads;
     attn_sdpa_options o = attn_sdpa_options_default();
@@ -174,7 +181,7 @@ static double measure(const path *p, int64_t L, int64_t S, int threads) {
         break;
     }
     case MHA: case MHA_BACKWARD: { /* self-attention of L tokens (L == S here), packed projections, seq-first */
-        enum { EMB = H * E };
+        const int64_t EMB = H * E;
         attn_tensor x = tensor(ft, 3, L, 1, EMB, 0), y = tensor(ft, 3, L, 1, EMB, 0), dy = tensor(ft, 3, L, 1, EMB, 0);
         attn_tensor dx = tensor(ft, 3, L, 1, EMB, 0), win = tensor(ft, 2, 3 * EMB, EMB, 0, 0), wout = tensor(ft, 2, EMB, EMB, 0, 0);
         attn_tensor dwin = tensor(ft, 2, 3 * EMB, EMB, 0, 0), dwout = tensor(ft, 2, EMB, EMB, 0, 0);
@@ -190,6 +197,45 @@ static double measure(const path *p, int64_t L, int64_t S, int threads) {
         else st = attn_mha_backward(&dx, NULL, NULL, &g, &dy, &x, &x, &x, &mp, &mo, &err);
         attn_tensor *mine[] = {&x, &y, &dy, &dx, &win, &wout, &dwin, &dwout, &kpm};
         for (size_t i = 0; i < sizeof mine / sizeof *mine; i++) __real_free(mine[i]->data);
+        break;
+    }
+    case KV_CACHE: case KV_PAGES: { /* S positions appended (not measured), then L queries attend */
+        void *mem = NULL;
+        size_t bytes = 0;
+        attn_kv_cache *cache = NULL;
+        attn_kv_pages *pool = NULL;
+        int64_t seq = 0, cu_k[2] = {0, S}, cu_q[2] = {0, L};
+        int64_t s3k[3] = {S, H, E}, k3st[3] = {E, S * E, 1}, s3q[3] = {L, H, E}, q3st[3] = {E, L * E, 1};
+        attn_tensor k3, v3, q3, o3;
+        attn_tensor_init(&k3, k.data, dt, 3, s3k, k3st, NULL), attn_tensor_init(&v3, v.data, dt, 3, s3k, k3st, NULL);
+        attn_tensor_init(&q3, q.data, dt, 3, s3q, q3st, NULL), attn_tensor_init(&o3, out.data, dt, 3, s3q, q3st, NULL);
+        if (p->kind == KV_CACHE) {
+            attn_kv_cache_desc d = attn_kv_cache_desc_default();
+            d.heads = H, d.capacity = S, d.key_dim = d.value_dim = E, d.dtype = p->store, d.key_dtype = p->key_store;
+            st = attn_kv_cache_bytes(&bytes, &d, &err);
+            if (!st && !(mem = __real_malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+            if (!st) st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
+            if (!st) st = attn_kv_cache_append(cache, &k, &v, &err);
+        } else {
+            attn_kv_pages_desc d = attn_kv_pages_desc_default();
+            d.heads = H, d.key_dim = d.value_dim = E, d.dtype = p->store, d.key_dtype = p->key_store;
+            d.page_size = 32, d.num_pages = (S + 31) / 32, d.max_sequences = 1;
+            st = attn_kv_pages_bytes(&bytes, &d, &err);
+            if (!st && !(mem = __real_malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+            if (!st) st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
+            if (!st) st = attn_kv_pages_create(pool, &seq, &err);
+            if (!st) st = attn_kv_pages_append(pool, &seq, 1, &k3, &v3, cu_k, &err);
+        }
+        attn_tensor mask2; /* (L, S): a sequence's mask has the output's rank or less */
+        int64_t sm[2] = {L, S};
+        if (o.mask) attn_tensor_init(&mask2, mask.data, mask.dtype, 2, sm, NULL, NULL);
+        const attn_tensor *masks[1] = {o.mask ? &mask2 : NULL};
+        o.mask = NULL;
+        if (p->kind == KV_CACHE && masks[0]) o.mask = &mask;
+        base = atomic_load(&live_bytes), peak_reset();
+        if (!st && p->kind == KV_CACHE) st = attn_kv_cache_attend(&out, &lse, &q, cache, &o, &err);
+        if (!st && p->kind == KV_PAGES) st = attn_kv_pages_attend(&o3, NULL, &q3, cu_q, &seq, 1, pool, masks[0] ? masks : NULL, &o, &err);
+        __real_free(mem);
         break;
     }
     default: break;
@@ -224,9 +270,23 @@ static void check_layer(const path *p, int64_t L) {
           per_score, a, b, c, (long long)L);
 }
 
+/* The fused backward splits a call of few slices into up to 16 / slices
+ * chunks of its keys, each with its own dq partial of L rows (attn.h: "dq
+ * partials (at most 32 MiB)"), so its memory grows as L·S until S holds
+ * that many blocks of backward_block_keys, then as L alone: S (and the
+ * layer's L) start there. */
+static int64_t backward_keys(void) {
+    attn_tuning t;
+    t.struct_size = sizeof t;
+    return attn_get_tuning(&t, NULL) ? 4096 : (16 / H) * (int64_t)t.backward_block_keys;
+}
+
 static void check_path(const path *p, int64_t L, int64_t S) {
+    bool backward = p->kind == BACKWARD || p->kind == VARLEN_BACKWARD || p->kind == MHA_BACKWARD;
+    int64_t least = backward ? backward_keys() * (p->kind == VARLEN_BACKWARD ? 2 : 1) : 0; /* varlen: two sequences of S/2 */
+    if (S < least) S = least;
     if (p->kind == MHA || p->kind == MHA_BACKWARD) {
-        check_layer(p, L / 2);
+        check_layer(p, L / 2 > least ? L / 2 : least);
         return;
     }
     double a = measure(p, L, S, 1), bL = measure(p, 2 * L, S, 1), bS = measure(p, L, 2 * S, 1);
@@ -245,43 +305,69 @@ static void check_path(const path *p, int64_t L, int64_t S) {
            "L·S term %.3f bytes per score and head; 3 threads' extra %.0f -> %.0f as S doubles, %.0f as L doubles\n",
            p->name, a, (long long)L, (long long)S, bS / (a + 1), bL / (a + 1), c / (a + 1), per_score, t3 - a,
            t3S - bS, t3L - bL);
-    check(per_score < 0.25 && bS <= 2.05 * a + 65536 && bL <= 2.05 * a + 65536 && thread_growth < 0.25 * (t3 - a) + 4096 && thread_growth_L < 0.25 * (t3 - a) + 4096,
+    /* Decoding (L <= 8 queries) keeps each query row's partial result per
+     * chunk of keys (attn.h: a few floats per slice and per key chunk),
+     * an L·S/chunk term that L <= 8 bounds by a multiple of S, and each
+     * worker's scratch has a few KiB per query row, up to 8. */
+    bool decoding = 2 * L <= 8;
+    check((per_score < 0.25 || decoding) && bS <= 2.05 * a + 65536 && bL <= 2.05 * a + 65536 && thread_growth < fmax(0.25 * (t3 - a), (double)(S * H)) + 4096 &&
+              (thread_growth_L < fmax(0.25 * (t3 - a), (double)(L * H)) + 4096 || decoding),
           name, "L·S term %.3f bytes per score and head; peaks %.0f, %.0f (S doubled), %.0f (L doubled), %.0f (both); "
-          "3 threads' extra %.0f, then %.0f with S doubled",
-          per_score, a, bS, bL, c, t3 - a, t3S - bS);
+          "3 threads' extra %.0f, then %.0f with S doubled, %.0f with L doubled",
+          per_score, a, bS, bL, c, t3 - a, t3S - bS, t3L - bL);
 }
 
 int main(void) {
     static const path paths[] = {
-        {"sdpa_f32", ATTN_F32, 0, ATTN_CAUSAL_NONE, 0, 0, SDPA},
-        {"sdpa_f32_causal_bool_mask", ATTN_F32, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, SDPA},
-        {"sdpa_f32_float_mask_dropout", ATTN_F32, 2, ATTN_CAUSAL_NONE, 0, 1, SDPA},
-        {"sdpa_f32_bf16_compute", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, SDPA},
-        {"sdpa_f64", ATTN_F64, 2, ATTN_CAUSAL_NONE, 0, 0, SDPA},
-        {"sdpa_f16", ATTN_F16, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, SDPA},
-        {"sdpa_bf16", ATTN_BF16, 1, ATTN_CAUSAL_NONE, 0, 0, SDPA},
-        {"sdpa_reference_f32", ATTN_F32, 2, ATTN_CAUSAL_NONE, 0, 0, REFERENCE},
-        {"sdpa_reference_f64", ATTN_F64, 0, ATTN_CAUSAL_TOP_LEFT, 0, 1, REFERENCE},
-        {"sdpa_backward_f32", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, BACKWARD},
-        {"sdpa_backward_f32_bool_mask_dropout", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 1, BACKWARD},
-        {"sdpa_backward_f32_bf16_compute", ATTN_F32, 0, ATTN_CAUSAL_NONE, 1, 0, BACKWARD},
-        {"sdpa_backward_f64", ATTN_F64, 2, ATTN_CAUSAL_NONE, 0, 0, BACKWARD},
-        {"sdpa_backward_f16", ATTN_F16, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, BACKWARD},
-        {"sdpa_varlen_f32", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, VARLEN},
-        {"sdpa_varlen_backward_f32", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, VARLEN_BACKWARD},
-        {"sdpa_varlen_backward_f64", ATTN_F64, 0, ATTN_CAUSAL_NONE, 0, 0, VARLEN_BACKWARD},
-        {"sdpa_plan_run_f32", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, PLAN},
-        {"sdpa_plan_run_f16", ATTN_F16, 0, ATTN_CAUSAL_NONE, 0, 0, PLAN},
-        {"mha_f32", ATTN_F32, 0, ATTN_CAUSAL_NONE, 0, 0, MHA},
-        {"mha_f32_causal", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, MHA},
-        {"mha_f32_key_padding", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 0, MHA},
-        {"mha_backward_f32", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, MHA_BACKWARD},
-        {"mha_backward_f32_key_padding", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 0, MHA_BACKWARD},
-        {"mha_backward_f64", ATTN_F64, 0, ATTN_CAUSAL_NONE, 0, 0, MHA_BACKWARD},
+        {"sdpa_f32", ATTN_F32, 0, ATTN_CAUSAL_NONE, 0, 0, SDPA, 0, 0},
+        {"sdpa_f32_causal_bool_mask", ATTN_F32, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, SDPA, 0, 0},
+        {"sdpa_f32_float_mask_dropout", ATTN_F32, 2, ATTN_CAUSAL_NONE, 0, 1, SDPA, 0, 0},
+        {"sdpa_f32_bf16_compute", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, SDPA, 0, 0},
+        {"sdpa_f64", ATTN_F64, 2, ATTN_CAUSAL_NONE, 0, 0, SDPA, 0, 0},
+        {"sdpa_f16", ATTN_F16, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, SDPA, 0, 0},
+        {"sdpa_bf16", ATTN_BF16, 1, ATTN_CAUSAL_NONE, 0, 0, SDPA, 0, 0},
+        {"sdpa_reference_f32", ATTN_F32, 2, ATTN_CAUSAL_NONE, 0, 0, REFERENCE, 0, 0},
+        {"sdpa_reference_f64", ATTN_F64, 0, ATTN_CAUSAL_TOP_LEFT, 0, 1, REFERENCE, 0, 0},
+        {"sdpa_backward_f32", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, BACKWARD, 0, 0},
+        {"sdpa_backward_f32_bool_mask_dropout", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 1, BACKWARD, 0, 0},
+        {"sdpa_backward_f32_bf16_compute", ATTN_F32, 0, ATTN_CAUSAL_NONE, 1, 0, BACKWARD, 0, 0},
+        {"sdpa_backward_f64", ATTN_F64, 2, ATTN_CAUSAL_NONE, 0, 0, BACKWARD, 0, 0},
+        {"sdpa_backward_f16", ATTN_F16, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, BACKWARD, 0, 0},
+        {"sdpa_varlen_f32", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, VARLEN, 0, 0},
+        {"sdpa_varlen_backward_f32", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, VARLEN_BACKWARD, 0, 0},
+        {"sdpa_varlen_backward_f64", ATTN_F64, 0, ATTN_CAUSAL_NONE, 0, 0, VARLEN_BACKWARD, 0, 0},
+        {"sdpa_plan_run_f32", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, PLAN, 0, 0},
+        {"sdpa_plan_run_f16", ATTN_F16, 0, ATTN_CAUSAL_NONE, 0, 0, PLAN, 0, 0},
+        {"kv_cache_f32_decode_and_flash", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, KV_CACHE, ATTN_F32, 0},
+        {"kv_cache_q8_bool_mask", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 0, KV_CACHE, ATTN_Q8, 0},
+        {"kv_cache_q4_bf16_compute", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 1, 0, KV_CACHE, ATTN_Q4, 0},
+        {"kv_cache_e4m3", ATTN_F32, 0, ATTN_CAUSAL_NONE, 0, 0, KV_CACHE, ATTN_E4M3, 0},
+        {"kv_cache_q4c_keys", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, KV_CACHE, ATTN_F16, ATTN_Q4C},
+        {"kv_pages_f32", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, KV_PAGES, ATTN_F32, 0},
+        {"kv_pages_q8_bool_mask", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 0, KV_PAGES, ATTN_Q8, 0},
+        {"kv_pages_q4c_keys", ATTN_F32, 0, ATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, KV_PAGES, ATTN_Q8, ATTN_Q4C},
+        {"mha_f32", ATTN_F32, 0, ATTN_CAUSAL_NONE, 0, 0, MHA, 0, 0},
+        {"mha_f32_causal", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, MHA, 0, 0},
+        {"mha_f32_key_padding", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 0, MHA, 0, 0},
+        {"mha_backward_f32", ATTN_F32, 0, ATTN_CAUSAL_TOP_LEFT, 0, 0, MHA_BACKWARD, 0, 0},
+        {"mha_backward_f32_key_padding", ATTN_F32, 1, ATTN_CAUSAL_NONE, 0, 0, MHA_BACKWARD, 0, 0},
+        {"mha_backward_f64", ATTN_F64, 0, ATTN_CAUSAL_NONE, 0, 0, MHA_BACKWARD, 0, 0},
     };
     const char *only = getenv("ONLY");
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
         if (!only || strstr(paths[i].name, only)) check_path(&paths[i], getenv("BASE") ? atoi(getenv("BASE")) : 2048, getenv("BASE") ? atoi(getenv("BASE")) : 2048);
+    /* Decoding: 2 queries (then 4) against 16384 keys (then 32768), the
+     * decode kernel's split of the keys over the threads: the peak linear
+     * in S, per thread a block. */
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        if ((!only || strstr(paths[i].name, only)) && (paths[i].kind == KV_CACHE || paths[i].kind == KV_PAGES ||
+                                                      (paths[i].kind == SDPA && paths[i].dt == ATTN_F32))) {
+            path decode = paths[i];
+            char name[128];
+            snprintf(name, sizeof name, "%s_decode", paths[i].name);
+            decode.name = name;
+            check_path(&decode, 2, 16384);
+        }
     attn_shutdown();
     printf("# %d failed\n", n_failed);
     return n_failed ? 1 : 0;
