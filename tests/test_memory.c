@@ -15,7 +15,10 @@
  * L, which would add 4 bytes per key and head for each extra thread (a
  * third thread that finds work only at the larger L adds a block; the
  * decode kernel's few floats per chunk of keys grow with S). The layer (self-attention, S = L) is
- * checked over L, 2L and 4L instead. Nothing is timed.
+ * checked over L, 2L and 4L instead. The workspace sizes of attn_sdpa and
+ * attn_sdpa_backward (measured without buffers) get the mixed difference
+ * too, over dtypes, causal modes, masks, the bf16 mode and 1 to 3
+ * threads. Nothing is timed.
  *
  * The library's objects are linked with -Wl,--wrap=malloc (and calloc,
  * aligned_alloc, realloc, free); each block's size is malloc_usable_size.
@@ -317,7 +320,59 @@ static void check_path(const path *p, int64_t L, int64_t S) {
           per_score, a, bS, bL, c, t3 - a, t3S - bS, t3L - bL);
 }
 
+/* The workspace sizes attn_sdpa_workspace_size and
+ * attn_sdpa_backward_workspace_size give (measured without buffers, so no
+ * arithmetic): the same mixed difference over L and S, from 4096 to 8192,
+ * for each dtype, causal mode, mask, the bf16 mode and 1 to 3 threads. */
+static size_t workspace(int backward, attn_dtype dt, int causal, int mask, int bf16, int threads, int64_t L, int64_t S) {
+    attn_context ctx = attn_context_default();
+    ctx.num_threads = threads;
+    attn_sdpa_options o = attn_sdpa_options_default();
+    o.context = &ctx, o.causal = causal, o.compute = bf16 ? ATTN_COMPUTE_BF16 : ATTN_COMPUTE_F32;
+    attn_dtype ft = dt == ATTN_F64 ? ATTN_F64 : ATTN_F32;
+    int64_t sq[4] = {1, H, L, E}, sk[4] = {1, H, S, E}, sl[3] = {1, H, L}, sm[4] = {1, 1, L, S};
+    attn_tensor q, k, v, out, lse, m;
+    attn_tensor_init(&q, NULL, dt, 4, sq, NULL, NULL), attn_tensor_init(&out, NULL, dt, 4, sq, NULL, NULL);
+    attn_tensor_init(&k, NULL, dt, 4, sk, NULL, NULL), attn_tensor_init(&v, NULL, dt, 4, sk, NULL, NULL);
+    attn_tensor_init(&lse, NULL, ft, 3, sl, NULL, NULL), attn_tensor_init(&m, NULL, mask == 1 ? ATTN_BOOL : ft, 4, sm, NULL, NULL);
+    if (mask) o.mask = &m;
+    size_t bytes = 0;
+    attn_tensor dq = q, dk = k, dv = v, dout = out;
+    attn_status st = backward ? attn_sdpa_backward_workspace_size(&bytes, &dq, &dk, &dv, NULL, &dout, &q, &k, &v, &out, &lse, &o, NULL)
+                              : attn_sdpa_workspace_size(&bytes, &out, &lse, NULL, &q, &k, &v, &o, NULL);
+    return st ? 0 : bytes;
+}
+
+static void check_workspaces(void) {
+    static const attn_dtype DT[3] = {ATTN_F32, ATTN_F64, ATTN_F16};
+    int bad = 0, n = 0;
+    char first[200] = "";
+    E = 16;
+    for (int backward = 0; backward < 2; backward++)
+        for (int d = 0; d < 3; d++)
+            for (int causal = 0; causal < 3; causal++)
+                for (int mask = 0; mask < 3; mask++)
+                    for (int bf16 = 0; bf16 < 2; bf16++)
+                        for (int threads = 1; threads <= 3; threads++) {
+                            if (bf16 && DT[d] == ATTN_F64) continue;
+                            double w[2][2];
+                            for (int i = 0; i < 2; i++)
+                                for (int j = 0; j < 2; j++)
+                                    w[i][j] = (double)workspace(backward, DT[d], causal, mask, bf16, threads, 4096 << i, 4096 << j);
+                            double mixed = w[1][1] - w[1][0] - w[0][1] + w[0][0];
+                            n++;
+                            if (w[0][0] == 0 || mixed > 0.25 * 4096.0 * 4096 * H) {
+                                if (!bad++)
+                                    snprintf(first, sizeof first, "%s %s causal %d mask %d bf16 %d threads %d: %.0f bytes, L·S term %.3f",
+                                             backward ? "backward" : "forward", attn_dtype_name(DT[d]), causal, mask, bf16,
+                                             threads, w[0][0], mixed / (4096.0 * 4096 * H));
+                            }
+                        }
+    check(bad == 0, "workspace_sizes_linear", "%d of %d configurations measure an L·S term (or fail), first: %s", bad, n, first);
+}
+
 int main(void) {
+    check_workspaces();
     static const path paths[] = {
         {"sdpa_f32", ATTN_F32, 0, ATTN_CAUSAL_NONE, 0, 0, SDPA, 0, 0},
         {"sdpa_f32_causal_bool_mask", ATTN_F32, 1, ATTN_CAUSAL_TOP_LEFT, 0, 0, SDPA, 0, 0},
