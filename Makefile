@@ -50,7 +50,7 @@ TEST_HEADERS := $(wildcard tests/*.h)
 TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/explain_api \
              $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)) \
              $(BUILD)/tests/test_fast $(BUILD)/tests/test_backward $(BUILD)/tests/test_gemm \
-             $(BUILD)/tests/test_subnormal \
+             $(BUILD)/tests/test_subnormal $(BUILD)/tests/test_memory \
              $(BUILD)/asan/test_api $(BUILD)/asan/test_backward $(BUILD)/asan/test_alloc \
              $(BUILD)/asan/attn $(BUILD)/asan/test_gemm $(BUILD)/tsan/test_fast $(BUILD)/tsan/test_backward \
              $(BUILD)/tsan/test_gemm $(BUILD)/tests/test_edges $(BUILD)/asan/test_edges \
@@ -195,6 +195,12 @@ $(BUILD)/tests/test_mpi: tests/test_mpi.c $(BUILD)/libattn-mpi.a $(BUILD)/libatt
 # The command links the static library: it runs from build/ without an rpath.
 $(BUILD)/attn: $(CLI_OBJ) $(BUILD)/libattn.a
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libattn.a $(CLI_LIBS)
+
+# Memory linear in L and S: the library's objects with tests/test_memory.c's
+# allocator wrappers, which count live and peak bytes (ALLOC_WRAP, below).
+$(BUILD)/tests/test_memory: tests/test_memory.c $(LIB_OBJ) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALLOC_WRAP) -o $@ $< $(LIB_OBJ) $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattn.a $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)

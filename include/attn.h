@@ -79,7 +79,8 @@
  *     is asked for), attn_scores' output (the caller's), and attn_mha and
  *     attn_mha_backward, which merge key_padding_mask and attn_mask (and a
  *     causal mask with appended keys) into one additive mask of up to
- *     N·Hq·L·S' elements, and keep per-head
+ *     N·Hq·L·S' elements (a key_padding_mask without attn_mask or that
+ *     causal mask: N·S', one row that every query reads), and keep per-head
  *     weights of N·Hq·L·S' when weights are asked for (see attn_mha). Memory the
  *     caller must free: only attn_npy_read's array (attn_npy_free) and
  *     attn_npy_read_i64's values (free).
@@ -1967,8 +1968,9 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * projected q, k, v and the heads' output, the products' packing blocks,
  * O(N·(L + S')·E); with key_padding_mask or attn_mask, or a causal mask
  * with appended keys, the masks merged into one additive mask of
- * (1 or N)·(1 or Hq)·L·S' elements in the input's dtype (a batch or head
- * dimension only where a mask varies; S' counts the bias_k and zero keys);
+ * (1 or N)·(1 or Hq)·(1 or L)·S' elements in the input's dtype (a batch,
+ * head or query dimension only where a mask varies: a key_padding_mask
+ * alone takes N·S'; S' counts the bias_k and zero keys);
  * with weights asked for, the per-head weights, N·Hq·L·S', before they are
  * averaged; then what attn_sdpa takes (attn_mha_backward: the same, and the
  * gradients' accumulators). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,

@@ -14,9 +14,12 @@
  * again in verbose mode, to check which kernel ran and that nothing fell
  * back to the exact kernel (which would test another kernel).
  *
- * Every kernel (flash, decode, the fused backward, the exact f64 kernels for
- * f32 and f64 calls), with the masks, fills, causal alignments and score
- * variants of ordinary use; and each ISA's microkernels directly (exp_sum,
+ * Every kernel (flash, decode, the fused backward, the bf16 compute mode's
+ * forward and backward, the exact f64 kernels for f32 and f64 calls), with
+ * the masks, fills, causal alignments and score variants of ordinary use;
+ * a KV cache of each stored format (f16, bf16, q8, q4, q4_1, e4m3, e5m2,
+ * keys per channel) and a paged pool of most of them, decode and flash
+ * reading them in place; and each ISA's microkernels directly (exp_sum,
  * softmax_grad, exp2, softcap). Run it with ATTN_ISA=avx512|avx2|c to run
  * each ISA's whole path. Then results below FLT_MIN (from values or dout
  * that cancel to a subnormal): each kernel writes them as 0 or keeps them
@@ -215,7 +218,7 @@ static void check_call(const char *name, call *c, enum what w, const char *kerne
     free(weights.data);
 }
 
-static bool backward_takes(const variant *va) { return !va->bf16; } /* the bf16 mode has no backward */
+static bool backward_takes(const variant *va) { (void)va; return true; } /* the bf16 mode's fused backward too */
 
 /* Every variant through the f32 kernels: flash (L = 160 against S = 600:
  * several blocks and tiles, L < S so the causal alignments differ), decode
@@ -260,6 +263,133 @@ static void test_f32_kernels(void) {
         check_call(name, &c, FORWARD, "decode");
         call_free(&c);
     }
+}
+
+/* The KV caches: attn_kv_cache_attend over a cache of each stored format
+ * (f16, the quantized ones, keys quantized per channel with the Hadamard
+ * rotation off), decode (L = 2 against S = 4992) and flash (L = 160
+ * against S = 608), under the variants that leave tiny weights (ALiBi, a
+ * bool mask, soft-capping, a bottom-right causal limit). */
+typedef struct cache_format {
+    const char *name;
+    attn_dtype dtype, key_dtype;
+} cache_format;
+
+static void cache_check(const char *name, const attn_tensor *q, const attn_kv_cache *cache, call *c, const char *kernel) {
+    attn_error err = {0};
+    flags_clear();
+    attn_status st = attn_kv_cache_attend(&c->out, NULL, q, cache, &c->o, &err);
+    unsigned flags = flags_read();
+    char ran[32], fallback[32];
+    verbose_begin();
+    attn_status st2 = attn_kv_cache_attend(&c->out, NULL, q, cache, &c->o, &err);
+    verbose_end(ran, sizeof ran, fallback, sizeof fallback);
+    bool fell_back = fallback[0] && strncmp(fallback, "0/", 2) != 0;
+    if (st || st2) check(0, name, "status %d: %s", (int)(st ? st : st2), err.message);
+    else if (strcmp(ran, kernel) != 0 || fell_back)
+        check(0, name, "kernel %s (fallback %s), not %s: another kernel was tested", ran, fallback, kernel);
+    else check(flags == 0, name, "flags raised: %s", flag_names(flags));
+}
+
+static void test_caches(void) {
+    static const cache_format FORMATS[] = {
+        {"f16", ATTN_F16, 0},   {"bf16", ATTN_BF16, 0},  {"q8", ATTN_Q8, 0},   {"q4", ATTN_Q4, 0},
+        {"q4_1", ATTN_Q4_1, 0}, {"e4m3", ATTN_E4M3, 0}, {"e5m2", ATTN_E5M2, 0}, {"q4c_keys_q8_values", ATTN_Q8, ATTN_Q4C},
+    };
+    static const int VARIANT_OF[] = {1, 8, 10, 11, 12, 19}; /* bool_mask, causal_bottom_right, alibi, alibi_causal_bool_mask, softcap, bf16_compute_bool_mask */
+    static const int64_t SHAPES[2][2] = {{2, 4992}, {160, 608}};
+    for (size_t f = 0; f < sizeof FORMATS / sizeof *FORMATS; f++)
+        for (int sh = 0; sh < 2; sh++)
+            for (size_t vi = 0; vi < sizeof VARIANT_OF / sizeof *VARIANT_OF; vi++) {
+                const variant *va = &VARIANTS[VARIANT_OF[vi]];
+                if (va->bf16 && sh == 0) continue; /* decode computes in f32 either way */
+                int64_t L = SHAPES[sh][0], S = SHAPES[sh][1];
+                char name[160];
+                call c;
+                call_init(&c, va, ATTN_F32, L, S);
+                attn_kv_cache_desc d = attn_kv_cache_desc_default();
+                d.heads = HK, d.capacity = S, d.key_dim = E, d.value_dim = EV;
+                d.dtype = FORMATS[f].dtype, d.key_dtype = FORMATS[f].key_dtype;
+                size_t bytes = 0;
+                attn_kv_cache *cache = NULL;
+                attn_error err = {0};
+                void *mem = NULL;
+                attn_status st = attn_kv_cache_bytes(&bytes, &d, &err);
+                if (!st && !(mem = malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+                if (!st) st = attn_kv_cache_init(&cache, mem, bytes, &d, &err);
+                if (!st) st = attn_kv_cache_append(cache, &c.k, &c.v, &err);
+                snprintf(name, sizeof name, "kv_cache_%s_%s_%s_%s_no_subnormal", FORMATS[f].name, sh ? "flash" : "decode",
+                         attn_isa(), va->name);
+                /* the mask's (Hq, L, S) as (1, Hq, L, S), the cache's batch first */
+                attn_tensor q = c.q;
+                if (st) check(0, name, "setup: status %d: %s", (int)st, err.message);
+                else cache_check(name, &q, cache, &c, sh ? "flash" : "decode");
+                free(mem);
+                call_free(&c);
+            }
+}
+
+/* The same formats in a paged pool (attn_kv_pages_attend: the paged
+ * decode and flash kernels reading the pages in place), one sequence, its
+ * mask passed as the sequence's. */
+static void test_pages(void) {
+    static const cache_format FORMATS[] = {
+        {"f32", ATTN_F32, 0}, {"f16", ATTN_F16, 0}, {"q8", ATTN_Q8, 0}, {"q4", ATTN_Q4, 0},
+        {"e4m3", ATTN_E4M3, 0}, {"q4c_keys_q8_values", ATTN_Q8, ATTN_Q4C},
+    };
+    static const int VARIANT_OF[] = {1, 8, 10, 11, 12}; /* bool_mask, causal_bottom_right, alibi, alibi_causal_bool_mask, softcap */
+    static const int64_t SHAPES[2][2] = {{2, 4992}, {160, 608}};
+    for (size_t f = 0; f < sizeof FORMATS / sizeof *FORMATS; f++)
+        for (int sh = 0; sh < 2; sh++)
+            for (size_t vi = 0; vi < sizeof VARIANT_OF / sizeof *VARIANT_OF; vi++) {
+                const variant *va = &VARIANTS[VARIANT_OF[vi]];
+                int64_t L = SHAPES[sh][0], S = SHAPES[sh][1];
+                char name[160];
+                call c;
+                call_init(&c, va, ATTN_F32, L, S);
+                attn_kv_pages_desc d = attn_kv_pages_desc_default();
+                d.heads = HK, d.key_dim = E, d.value_dim = EV, d.dtype = FORMATS[f].dtype, d.key_dtype = FORMATS[f].key_dtype;
+                d.page_size = 32, d.num_pages = (S + 31) / 32, d.max_sequences = 1;
+                size_t bytes = 0;
+                attn_kv_pages *pool = NULL;
+                attn_error err = {0};
+                void *mem = NULL;
+                int64_t seq = 0, cu_k[2] = {0, S}, cu_q[2] = {0, L};
+                /* (1, H, n, E) as the pool's packed (n, H, E), and q, out likewise */
+                int64_t sk[3] = {S, HK, E}, kst[3] = {E, S * E, 1}, sq[3] = {L, HQ, E}, qst[3] = {E, L * E, 1};
+                int64_t so[3] = {L, HQ, EV}, ost[3] = {EV, L * EV, 1};
+                attn_tensor k, v, q, out;
+                attn_tensor_init(&k, c.k.data, ATTN_F32, 3, sk, kst, NULL), attn_tensor_init(&v, c.v.data, ATTN_F32, 3, sk, kst, NULL);
+                attn_tensor_init(&q, c.q.data, ATTN_F32, 3, sq, qst, NULL), attn_tensor_init(&out, c.out.data, ATTN_F32, 3, so, ost, NULL);
+                attn_status st = attn_kv_pages_bytes(&bytes, &d, &err);
+                if (!st && !(mem = malloc(bytes))) st = ATTN_ERR_NO_MEMORY;
+                if (!st) st = attn_kv_pages_init(&pool, mem, bytes, &d, &err);
+                if (!st) st = attn_kv_pages_create(pool, &seq, &err);
+                if (!st) st = attn_kv_pages_append(pool, &seq, 1, &k, &v, cu_k, &err);
+                const attn_tensor *masks[1] = {c.o.mask};
+                c.o.mask = NULL;
+                snprintf(name, sizeof name, "kv_pages_%s_%s_%s_%s_no_subnormal", FORMATS[f].name, sh ? "flash" : "decode",
+                         attn_isa(), va->name);
+                if (st) check(0, name, "setup: status %d: %s", (int)st, err.message);
+                else {
+                    const char *kernel = sh ? "flash" : "decode";
+                    flags_clear();
+                    st = attn_kv_pages_attend(&out, NULL, &q, cu_q, &seq, 1, pool, masks[0] ? masks : NULL, &c.o, &err);
+                    unsigned flags = flags_read();
+                    char ran[32], fallback[32];
+                    verbose_begin();
+                    attn_status st2 = attn_kv_pages_attend(&out, NULL, &q, cu_q, &seq, 1, pool, masks[0] ? masks : NULL, &c.o, &err);
+                    verbose_end(ran, sizeof ran, fallback, sizeof fallback);
+                    bool fell_back = fallback[0] && strncmp(fallback, "0/", 2) != 0;
+                    if (st || st2) check(0, name, "status %d: %s", (int)(st ? st : st2), err.message);
+                    else if (strcmp(ran, kernel) != 0 || fell_back)
+                        check(0, name, "kernel %s (fallback %s), not %s: another kernel was tested", ran, fallback, kernel);
+                    else check(flags == 0, name, "flags raised: %s", flag_names(flags));
+                }
+                c.o.mask = masks[0];
+                free(mem);
+                call_free(&c);
+            }
 }
 
 /* The exact f64 kernels, forward and backward, on the same variants. */
@@ -473,6 +603,8 @@ int main(void) {
         skip("kernels_with_ATTN_ISA", "ATTN_ISA=%s, but this CPU lacks it (the library runs %s)", forced, attn_isa());
     } else {
         test_f32_kernels();
+        test_caches();
+        test_pages();
         test_results_below_flt_min();
     }
     test_f64_kernels();

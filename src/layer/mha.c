@@ -303,28 +303,28 @@ static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
 }
 
 void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m) {
-    int64_t shape[4] = {m->mask_n, m->mask_h, m->L, m->S2};
+    int64_t shape[4] = {m->mask_n, m->mask_h, m->mask_l, m->S2};
     attn_tensor_init(t, data, m->dt, 4, shape, NULL, NULL);
 }
 
 /* Both masks, the causal limit when it is the mask's (causal_in_mask), and
  * the padding for bias_k and the zero key (visible, as PyTorch pads them)
- * as one additive mask (mask_n, mask_h, L, S2). */
+ * as one additive mask (mask_n, mask_h, mask_l, S2). */
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m) {
-    attn_mat out = {dst, m->dt, m->mask_n * m->mask_h * m->L, m->S2, m->S2, 1};
+    attn_mat out = {dst, m->dt, m->mask_n * m->mask_h * m->mask_l, m->S2, m->S2, 1};
     attn_problem limit; /* the causal limit over the S keys, from the one place it is written */
     memset(&limit, 0, sizeof limit);
     limit.causal = m->causal_in_mask;
     limit.causal_offset = m->o.causal == ATTN_CAUSAL_BOTTOM_RIGHT ? m->S - m->L : 0;
     for (int64_t n = 0; n < m->mask_n; n++)
         for (int64_t h = 0; h < m->mask_h; h++)
-            for (int64_t i = 0; i < m->L; i++) {
+            for (int64_t i = 0; i < m->mask_l; i++) {
                 int64_t seen = attn_keys_seen(&limit, i, 0, m->S);
                 for (int64_t j = 0; j < m->S2; j++) {
                     double x = j < m->S && j >= seen ? -INFINITY : 0;
                     if (j < m->S && m->o.attn_mask) x += mask_term(m->o.attn_mask, m, n, h, i, j, false);
                     if (j < m->S && m->o.key_padding_mask) x += mask_term(m->o.key_padding_mask, m, n, h, i, j, true);
-                    attn_mat_set(&out, (n * m->mask_h + h) * m->L + i, j, x);
+                    attn_mat_set(&out, (n * m->mask_h + h) * m->mask_l + i, j, x);
                 }
             }
 }
@@ -624,6 +624,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     m->masked = am || m->o.key_padding_mask || m->causal_in_mask;
     m->mask_n = m->o.key_padding_mask || (am && am->rank == 3) ? m->N : 1;
     m->mask_h = am && am->rank == 3 ? m->Hq : 1;
+    m->mask_l = am || m->causal_in_mask ? m->L : 1; /* key_padding_mask alone: one row, broadcast over the queries */
     int64_t big;
     if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
         !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
@@ -707,7 +708,7 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
     m.arena = &arena;
     size_t es = attn_dtype_size(m.dt);
-    int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.L * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
+    int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.mask_l * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
     char *q, *k, *v, *heads;
     bool ok = attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.S2);
     char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL;
@@ -809,15 +810,16 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
         return st;
     int64_t length = attn_kv_cache_length(cache);
     /* The masks as attn_mha takes them, over S = length + L keys: merged
-     * into one additive mask (mask_n, mask_h, L, S) with PyTorch's
+     * into one additive mask (mask_n, mask_h, mask_l, S) with PyTorch's
      * polarity; the causal limit stays the attention's. */
     attn_mha_call mk = m;
     mk.S = mk.S2 = length + m.L, mk.o.attn_mask = am, mk.o.key_padding_mask = kpm, mk.causal_in_mask = false;
     mk.masked = am || kpm;
     mk.mask_n = kpm || (am && am->rank == 3) ? m.N : 1, mk.mask_h = am && am->rank == 3 ? m.Hq : 1;
+    mk.mask_l = am ? m.L : 1;
     int64_t nmask = 0;
     if (mk.masked && ((st = check_masks(&mk, err)) ||
-                      (!attn_mul_i64(mk.mask_n * mk.mask_h, m.L, &nmask) || !attn_mul_i64(nmask, mk.S2, &nmask))))
+                      (!attn_mul_i64(mk.mask_n * mk.mask_h, mk.mask_l, &nmask) || !attn_mul_i64(nmask, mk.S2, &nmask))))
         return st ? st : attn_fail(err, ATTN_ERR_OVERFLOW, "the merged mask's size overflows");
     attn_rope_options r;
     m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */

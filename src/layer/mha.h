@@ -29,15 +29,16 @@ typedef struct attn_mha_call {
      * places them), and the decode kernel stays open to a few queries. */
     bool rope_in_attention;
     /* The causal mode the attention applies, and the masks merged into one
-     * additive mask (mask_n, mask_h, L, S2) when `masked` (mask_n is 1 or N,
-     * mask_h 1 or Hq: a dimension only where a mask varies). With keys
+     * additive mask (mask_n, mask_h, mask_l, S2) when `masked` (mask_n is 1 or N,
+     * mask_h 1 or Hq, mask_l 1 or L: a dimension only where a mask varies;
+     * a key_padding_mask alone is (N, 1, 1, S2), no L×S2 buffer). With keys
      * appended (S2 > S) the layer's causal limit goes into that mask
      * instead (causal_in_mask): it holds over the S keys of `key`, and the
      * appended keys stay visible to every query, as PyTorch pads an (L, S)
      * attn_mask with a zero column for each. */
     attn_causal sdpa_causal;
     bool causal_in_mask, masked;
-    int64_t mask_n, mask_h;
+    int64_t mask_n, mask_h, mask_l;
     /* The q, k, v and out weights packed for their products (options->packed,
      * checked against the parameters): attn_sgemm's floats, or bf16 pairs for
      * a projection on the bf16 GEMM (attn_mha_gemm16); NULL: each product
@@ -174,7 +175,7 @@ bool attn_mha_project(char *dst, const attn_tensor *x, const attn_tensor *w, con
  * one, then q and k rotated when options->rope. */
 attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call *m, int64_t key_rows, bool bias_kv,
                                 attn_error *err);
-/* The merged mask (mask_n, mask_h, L, S2) as a tensor over data, and its
+/* The merged mask (mask_n, mask_h, mask_l, S2) as a tensor over data, and its
  * values: both masks, the causal limit when causal_in_mask, 0 for the
  * appended keys. */
 void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m);

@@ -148,7 +148,7 @@ static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     b->q = calloc((size_t)nq, es), b->k = calloc((size_t)nk, es), b->v = calloc((size_t)nk, es);
     b->heads = calloc((size_t)nq, es), b->dheads = calloc((size_t)nq, es), b->lse = calloc((size_t)(m->N * m->Hq * m->L), es);
     b->dq = calloc((size_t)nq, es), b->dk = calloc((size_t)nk, es), b->dv = calloc((size_t)nk, es);
-    b->mask = m->masked ? calloc((size_t)(m->mask_n * m->mask_h * m->L * m->S2), es) : NULL;
+    b->mask = m->masked ? calloc((size_t)(m->mask_n * m->mask_h * m->mask_l * m->S2), es) : NULL;
     b->dWo = calloc((size_t)(m->E * m->E), sizeof(double)), b->dbo = calloc((size_t)m->E, sizeof(double));
     b->dsinks = m->attention.sinks ? calloc((size_t)m->Hq, sizeof(double)) : NULL;
     b->dsinks_scratch = m->attention.sinks ? calloc((size_t)m->Hq, es) : NULL;
