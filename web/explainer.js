@@ -892,6 +892,14 @@ defineStep('lines', {
     const box = document.getElementById('fig-lines');
     box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll">${out.join('')}</div>`;
     const g = box.querySelector('g.lines-g');
+    // This drawing's cells and what a filled one writes, set before its first
+    // rows are added: refreshCells calls them on those rows at once, and the
+    // previous drawing's handler would read its own sentence's weights there.
+    this.collect = () => [...box.querySelectorAll('line.cell')];
+    this.onFill = (k) => {
+      const l = this.cells[k - 1];
+      writeSum('lines', [l ? `${t[+l.dataset.i]} → ${s[+l.dataset.j]}: ${(100 * r.weights[+l.dataset.i][+l.dataset.j]).toFixed(1)}%` : '']);
+    };
     const per = Math.max(1, Math.floor(CHUNK_CELLS / m));
     const drawn = box.firstElementChild;
     for (let a = 0; a < n; a += per) {
@@ -904,7 +912,6 @@ defineStep('lines', {
       };
       if (a === 0) add(); else queueJob(add);
     }
-    this.collect = () => [...box.querySelectorAll('line.cell')];
     const lines = { forEach: (f) => this.collect().forEach(f) };
     const isolate = (i) => lines.forEach((l) => l.classList.toggle('dimmed', i !== null && +l.dataset.i !== i));
     for (const word of box.querySelectorAll('text.word')) {
@@ -915,10 +922,6 @@ defineStep('lines', {
       word.addEventListener('blur', () => isolate(null));
     }
     this.cells = this.collect();
-    this.onFill = (k) => {
-      const l = this.cells[k - 1];
-      writeSum('lines', [l ? `${t[+l.dataset.i]} → ${s[+l.dataset.j]}: ${(100 * r.weights[+l.dataset.i][+l.dataset.j]).toFixed(1)}%` : '']);
-    };
     document.getElementById('lines-story').textContent = r.head.startsWith('random')
       ? 'With random weights there is no pattern to find: the lines go wherever the accidents of the numbers send them.'
       : 'Adjectives find their nouns, verbs find animals, prepositions find things. In a trained model nobody wires this by hand: it is learned from data, and some heads really do learn patterns like these.';

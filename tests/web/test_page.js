@@ -1002,6 +1002,32 @@ async function narrowedWindowMarksScrollers(browser) {
   await context.close();
 }
 
+// The lines figure drawn again for a longer sentence while its cells were
+// filled (all of them under reduced motion, or played to its end): the step's
+// fill and its sum are the new sentence's, with no error and no NaN. The first
+// rows of the new lines used to be handed to the figure's previous handler,
+// which read the old sentence's weights at the new rows and columns.
+async function linesRedrawnWhileFilled(browser) {
+  for (const motion of ['reduce', 'no-preference']) {
+    const context = await browser.newContext({ viewport: VIEWPORTS.wide, reducedMotion: motion });
+    const p = await context.newPage();
+    const errs = [];
+    p.on('pageerror', (e) => errs.push(e.message));
+    await p.goto(PAGE + '#s=cat');
+    await settled(p);
+    if (motion !== 'reduce') await scrollStep(p, 'lines', 1);
+    const before = await fillOf(p, 'lines');
+    await setSentence(p, 'the dog chased a ball in the park');
+    if (motion !== 'reduce') await scrollStep(p, 'lines', 1);
+    const after = await fillOf(p, 'lines');
+    const sum = await p.evaluate(() => document.getElementById('sum-lines').textContent);
+    report(`lines_redrawn_while_filled_${motion}`, errs.length === 0 && before[0] === before[1] && before[1] > 0 &&
+      after[0] === after[1] && after[1] > before[1] && !/NaN|undefined/.test(sum) && /^park → /.test(sum),
+      `errors ${JSON.stringify(errs)}, filled ${JSON.stringify([before, after])}, sum "${sum}"`);
+    await context.close();
+  }
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1716,6 +1742,7 @@ async function main() {
   await part('link_over_open_page', null, () => linkOverOpenPage(browser));
   await part('narrowed_window_marks_scrollers', null, () => narrowedWindowMarksScrollers(browser));
   await part('long_sentence', null, () => longSentence(browser));
+  await part('lines_redrawn_while_filled', null, () => linesRedrawnWhileFilled(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
