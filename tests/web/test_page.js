@@ -1028,6 +1028,43 @@ async function linesRedrawnWhileFilled(browser) {
   }
 }
 
+// The gradient step's words against its own table: "one weight takes nearly
+// everything" only where the row's top weight at × 8 is near 1, and a |dS| called
+// "N times smaller than unscaled" only with N at least 1. On "the quick brown fox
+// jumped over the lazy dog" in blocks of 3 the row shown is the₁'s, whose largest
+// score is fox's and dog's alike: the two share the weight, which stays under 1/2.
+async function gradientWordsFollowTheRow(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const cases = [['the cat sat on the mat', '2'], ['the quick brown fox jumped over the lazy dog', '3'], ['a cat', '2'], ['cat', '2']];
+  const wrong = [];
+  for (const [sentence, block] of cases) {
+    await p.goto(PAGE + '#s=' + sentence.replace(/ /g, '+'));
+    await settled(p);
+    await p.selectOption('#kblock', block);
+    await scrollStep(p, 'kgrad', 1);
+    await settled(p);
+    await scrollStep(p, 'kgrad', 1);
+    const got = await p.evaluate(() => {
+      const rows = [...document.querySelectorAll('#fig-ksat text')].map((e) => e.textContent);
+      const at = rows.indexOf('scores × 8');
+      return { story: document.querySelector('#step-kgrad .step-text').textContent.replace(/\s+/g, ' '),
+        top8: Number(rows[at + 1]), sum: document.getElementById('sum-kgrad').textContent };
+    });
+    // Back from the end to the row × 2 (two cells a row, × 8's last): its sum.
+    for (let k = 0; k < 4; k++) await p.click('#step-kgrad .back');
+    const sum2 = await p.evaluate(() => document.getElementById('sum-kgrad').textContent);
+    const nearly = /nearly everything/.test(got.story), times = [...`${got.sum} ${sum2}`.matchAll(/([\d.]+) times smaller/g)];
+    if (!(got.top8 > 0)) wrong.push(`${sentence}: no top weight at × 8 read (${JSON.stringify(got)})`);
+    // One word (or keys of one value): no gradient at any scale, which the sum and the text say instead.
+    else if (nearly !== (got.top8 >= 0.9 && !/no gradient to lose/.test(got.sum))) wrong.push(`${sentence}: top weight at × 8 is ${got.top8}, the text says "${got.story.slice(-320)}"`);
+    if (!/scores × 2:/.test(sum2)) wrong.push(`${sentence}: stepping back did not reach × 2 ("${sum2}")`);
+    if (times.some((x) => Number(x[1]) < 1)) wrong.push(`${sentence}: "${got.sum}", "${sum2}"`);
+  }
+  report('gradient_words_follow_the_row', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1743,6 +1780,7 @@ async function main() {
   await part('narrowed_window_marks_scrollers', null, () => narrowedWindowMarksScrollers(browser));
   await part('long_sentence', null, () => longSentence(browser));
   await part('lines_redrawn_while_filled', null, () => linesRedrawnWhileFilled(browser));
+  await part('gradient_words_follow_the_row', null, () => gradientWordsFollowTheRow(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
