@@ -866,8 +866,13 @@ defineStep('output', {
         marks: [['weights@output', { row: i }], ['V@output', { col: j }]] })],
     ]);
     const { i, j } = asker(c);
+    // "Mostly" only where the largest weight is over a half; a tie is named as one.
+    const best = r.weights[i][j], ties = r.weights[i].map((w, k) => (Math.abs(w - best) < 1e-9 ? s[k] : null)).filter((x) => x);
+    const blend = ties.length > 1 ? `takes equal largest parts from the values of ${ties.join(' and ')} (weight ${pct(best)} each), and the rest from the other words`
+      : best > 0.5 ? `is mostly the value of ${s[j]} (weight ${pct(best)}), plus a little of everything else`
+        : `takes its largest part from the value of ${s[j]} (weight ${pct(best)}), and the rest from the other words`;
     document.getElementById('output-story').textContent =
-      `So the new vector for ${t[i]} is mostly the value of ${s[j]} (weight ${pct(r.weights[i][j])}), plus a little of everything else. Each word has gathered information from the words that matter to it.`;
+      `So the new vector for ${t[i]} ${blend}. Each word has gathered information from the words that matter to it.`;
   },
 });
 

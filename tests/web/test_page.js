@@ -1065,6 +1065,25 @@ async function gradientWordsFollowTheRow(browser) {
   await context.close();
 }
 
+// The output step's sentence against the weights it names: "mostly the value of
+// cat" only where cat's weight is over a half (sat gives cat 40% on the default
+// sentence, 67% without the division), and a tie named as one.
+async function outputStoryFollowsWeights(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const hash of ['', '#noscale=1', '#s=my+dog+chased+a+ball+in+the+park', '#s=the+big+red+ball&head=random', '#s=a+dog+and+a+cat', '#s=the+cat']) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('output-story').textContent);
+    const shares = [...story.matchAll(/(\d+)%/g)].map((x) => Number(x[1]));
+    if (!shares.length) wrong.push(`${hash}: no weight named in "${story}"`);
+    else if (/mostly/.test(story) !== shares[0] > 50) wrong.push(`${hash}: "${story}"`);
+  }
+  report('output_story_follows_weights', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1781,6 +1800,7 @@ async function main() {
   await part('long_sentence', null, () => longSentence(browser));
   await part('lines_redrawn_while_filled', null, () => linesRedrawnWhileFilled(browser));
   await part('gradient_words_follow_the_row', null, () => gradientWordsFollowTheRow(browser));
+  await part('output_story_follows_weights', null, () => outputStoryFollowsWeights(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
