@@ -1388,10 +1388,20 @@ function update(typing = false) {
 function renderStories(c) {
   const { r, t, s } = c;
   const { i, other: j } = asker(c);
-  document.getElementById('two-story').textContent = c.cross || i === j
-    ? 'A verb can look hard at its subject while the subject barely looks back.'
-    : `Here ${t[i]} looks at ${s[j]} with score ${fmt(r.scores[i][j])}, while ${t[j]} looks back at ${t[i]} with score ${fmt(r.scores[j][i])}` +
-      `${r.head.includes('tied') ? ': the same, because the one-matrix box is ticked' : ''}. A verb searches for its subject; the noun is not searching for its verb.`;
+  if (c.cross || i === j) {
+    document.getElementById('two-story').textContent = 'A verb can look hard at its subject while the subject barely looks back.';
+    return;
+  }
+  // The verb and its subject only where the pair is one: a verb looking at a
+  // noun harder than the noun looks back, in a head wired to do so.
+  const a = r.scores[i][j], b = r.scores[j][i], f = (name) => r.features.indexOf(name);
+  const verbAndNoun = f('verb') >= 0 && f('noun') >= 0 && r.X[i][f('verb')] > 0 && r.X[j][f('noun')] > 0;
+  const why = r.head.includes('tied') ? ': the same, because the one-matrix box is ticked.'
+    : r.head.startsWith('wired') && verbAndNoun && a > b ? '. A verb searches for its subject; the noun is not searching for its verb.'
+      : fmt(a) === fmt(b) ? ': the same here, though nothing makes them so.'
+        : '. The two directions differ: each is one word\'s query against the other\'s key, and W_Q and W_K make them differently.';
+  document.getElementById('two-story').textContent =
+    `Here ${t[i]} looks at ${s[j]} with score ${fmt(a)}, while ${t[j]} looks back at ${t[i]} with score ${fmt(b)}${why}`;
 }
 
 function onType() {

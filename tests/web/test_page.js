@@ -1084,6 +1084,25 @@ async function outputStoryFollowsWeights(browser) {
   await context.close();
 }
 
+// "Why two matrices?" names a pair of the sentence and its two scores; "a verb
+// searches for its subject" only where that pair is a verb and the noun it looks
+// at harder than the noun looks back, in a wired head: not for "big" and "ball",
+// "the" and "mat", the random head's sat and the₁, or scores made equal by the tie.
+async function twoMatricesStoryFollowsThePair(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, verb] of [['', true], ['#pos=rope', true], ['#s=the+big+red+ball', false], ['#s=on+the+mat', false],
+    ['#head=random', false], ['#tied=1', false]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('two-story').textContent);
+    if (/A verb searches for its subject/.test(story) !== verb) wrong.push(`${hash || 'default'}: "${story}"`);
+  }
+  report('two_matrices_story_follows_the_pair', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1801,6 +1820,7 @@ async function main() {
   await part('lines_redrawn_while_filled', null, () => linesRedrawnWhileFilled(browser));
   await part('gradient_words_follow_the_row', null, () => gradientWordsFollowTheRow(browser));
   await part('output_story_follows_weights', null, () => outputStoryFollowsWeights(browser));
+  await part('two_matrices_story_follows_the_pair', null, () => twoMatricesStoryFollowsThePair(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
