@@ -929,10 +929,35 @@ defineStep('lines', {
     this.cells = this.collect();
     document.getElementById('lines-story').textContent = r.head.startsWith('random')
       ? 'With random weights there is no pattern to find: the lines go wherever the accidents of the numbers send them.'
-      : 'Adjectives find their nouns, verbs find animals, prepositions find things. In a trained model nobody wires this by hand: it is learned from data, and some heads really do learn patterns like these.';
+      : `Adjectives find their nouns, verbs find animals, prepositions find things.${patternsMissed(c)} In a trained model nobody wires this by hand: it is learned from data, and some heads really do learn patterns like these.`;
     renderHeads(c);
   },
 });
+
+// The wired head's patterns that this figure does not show: a word of the asking
+// kind whose largest weight goes elsewhere though a word it looks for is there
+// to be seen (the positions added to X, the mask or the tie can move it).
+const PATTERNS = [['adjective', ['noun']], ['verb', ['animal']], ['preposition', ['thing', 'place']]];
+function patternsMissed(c) {
+  const { r, t, s } = c;
+  const xs = c.cross ? r.X_source : r.X, f = (name) => r.features.indexOf(name);
+  const missed = [];
+  for (const [kind, wants] of PATTERNS) {
+    if (f(kind) < 0 || wants.some((w) => f(w) < 0)) continue;
+    const found = (j) => wants.some((w) => xs[j][f(w)] > 0);
+    r.weights.forEach((row, i) => {
+      if (!(r.X[i][f(kind)] > 0)) return;
+      const seen = row.map((w, j) => j).filter((j) => !(r.causal && j > i));
+      if (!seen.some(found)) return; // nothing it looks for in its view
+      const best = Math.max(...row), top = row.map((w, j) => (Math.abs(w - best) < 1e-9 ? j : -1)).filter((j) => j >= 0);
+      if (!top.every(found)) missed.push(`${t[i]} → ${top.map((j) => s[j]).join(' and ')} ${pct(best)}`);
+    });
+  }
+  if (!missed.length) return '';
+  const why = [r.positions === 'sinusoidal' ? 'the positions added to X change the features the head was wired to read' : '',
+    r.head.includes('tied') ? 'with one matrix a word\'s query is its key, which the wiring did not intend' : ''].filter((x) => x);
+  return ` Not all of them in this figure: ${missed.join(', ')}${why.length ? `, because ${why.join(', and ')}` : ''}.`;
+}
 
 // ---- two heads at once --------------------------------------------------------------------
 

@@ -1103,6 +1103,25 @@ async function twoMatricesStoryFollowsThePair(browser) {
   await context.close();
 }
 
+// "Adjectives find their nouns, verbs find animals, prepositions find things"
+// under the lines figure, against its weights: with sinusoidal positions on the
+// default sentence on gives cat 65% (mat is there to be found), and the text
+// says so; where every pattern holds it adds nothing.
+async function linesStoryFollowsWeights(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, want] of [['', null], ['#s=my+dog+chased+a+ball+in+the+park', null], ['#pos=sinusoidal', /Not all of them in this figure: on → cat \d+%/],
+    ['#tied=1', /Not all of them in this figure: sat → sat \d+%, on → on \d+%/]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('lines-story').textContent);
+    if (want ? !want.test(story) : /Not all/.test(story)) wrong.push(`${hash || 'default'}: "${story}"`);
+  }
+  report('lines_story_follows_weights', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1821,6 +1840,7 @@ async function main() {
   await part('gradient_words_follow_the_row', null, () => gradientWordsFollowTheRow(browser));
   await part('output_story_follows_weights', null, () => outputStoryFollowsWeights(browser));
   await part('two_matrices_story_follows_the_pair', null, () => twoMatricesStoryFollowsThePair(browser));
+  await part('lines_story_follows_weights', null, () => linesStoryFollowsWeights(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
