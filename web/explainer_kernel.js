@@ -505,7 +505,7 @@ defineKernelStep('kgrad', {
     // one whose largest score several keys share splits the weight among them.
     const last = sat.factor.length - 1, top = Math.max(...s), tied = t.filter((w, j) => s[j] === top);
     const story = document.getElementById('kgrad-story');
-    if (sat.dS_norm[0] === 0) story.textContent = `Here moving weight between the keys of ${t[r]} would not change its output, so dS is 0 at every scale: there is no gradient to lose.`;
+    if (sat.dS_norm[0] === 0) story.textContent = `Here moving weight among the keys that ${t[r]} attends to would not change its output, so dS is 0 at every scale: there is no gradient to lose.`;
     else if (sat.top_weight[last] >= 0.9) story.innerHTML = 'One weight takes nearly everything, and dS, the signal that trains W<sub>Q</sub> and W<sub>K</sub>, vanishes.';
     else if (tied.length > 1) story.textContent = `Here ${tied.length} keys share the largest score of ${t[r]} (${tied.join(', ')}), so no one weight can take everything: ` +
       `they split it, and at × ${sat.factor[last]} the top weight is ${fmt(sat.top_weight[last])}, at most 1/${tied.length}. A row with a single largest score is the one that saturates.`;
