@@ -1833,7 +1833,48 @@ function onKey(ev) {
 
 const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+// A reload goes back to the place being read. The browser's own restoring keeps
+// the scroll's pixels, but a section is laid out only once it has been seen
+// (content-visibility), at a guessed height until then, and which ones were
+// seen differs between the two loads: on a phone the same pixels landed up to a
+// screen away, in another step. The place is kept as the part of the page at the
+// top of the view and how far into it, and taken back once the page is drawn.
+// (The browser still restores its pixels first: a manual restoring would also
+// leave the scroll where it is on going back over a contents link.)
+const PLACE_KEY = 'attn-explainer-place';
+function placeNow() {
+  const parts = [...document.querySelectorAll('main > [id]')];
+  const at = parts.filter((el) => el.getBoundingClientRect().top <= 0).pop();
+  if (!at) return null;
+  const r = at.getBoundingClientRect();
+  return { id: at.id, into: r.height > 0 ? -r.top / r.height : 0 };
+}
+function keepPlace() {
+  try { sessionStorage.setItem(PLACE_KEY, JSON.stringify(placeNow())); } catch (e) { /* no storage: the top of the page */ }
+}
+async function backToPlace() {
+  let place = null;
+  try { place = JSON.parse(sessionStorage.getItem(PLACE_KEY)); } catch (e) { return; }
+  const nav = performance.getEntriesByType('navigation')[0];
+  if (!place || !nav || nav.type !== 'reload' || !place.id || document.getElementById(location.hash.slice(1))) return;
+  const el = document.getElementById(place.id);
+  if (!el || el.parentElement !== document.querySelector('main')) return;
+  // Until it stays put: the parts drawn on arrival (and the second part's, whose
+  // numbers come a few tasks later) take other heights than the ones guessed.
+  const frames = () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const until = performance.now() + 3000;
+  for (let moved = Infinity; moved > 1 && performance.now() < until;) {
+    const r = el.getBoundingClientRect(), by = r.top + place.into * r.height;
+    scrollTo(0, scrollY + by);
+    moved = Math.abs(by);
+    await frames();
+    while (document.body.dataset.rendered !== '1' && performance.now() < until) await new Promise((done) => setTimeout(done, 20));
+    await frames();
+  }
+}
+
 async function main() {
+  addEventListener('pagehide', keepPlace);
   await loadLibrary();
   await nextTask();
   startWorker();
@@ -1938,6 +1979,7 @@ async function main() {
   }, { rootMargin: '400px 0px' });
   near.observe(document.getElementById('dk-demo'));
   near.observe(document.getElementById('step-sqrt'));
+  await backToPlace();
   onScroll();
   document.body.dataset.ready = '1';
 }

@@ -1122,6 +1122,33 @@ async function linesStoryFollowsWeights(browser) {
   await context.close();
 }
 
+// A reload mid-page comes back to the place being read, on a phone too: the
+// step at the top of the view stays there, within a few pixels. The browser's
+// own restoring kept the scroll's pixels while the parts above, laid out only
+// once seen, took other heights: 657 px away in the Q Kᵀ step, a whole step
+// further in the KV cache's.
+async function reloadKeepsPlace(browser) {
+  const wrong = [];
+  for (const [vp, id] of [[{ width: 360, height: 740 }, 'scores'], [{ width: 360, height: 740 }, 'kcache'], [VIEWPORTS.wide, 'weights']]) {
+    const context = await browser.newContext({ viewport: vp });
+    const p = await context.newPage();
+    await p.goto(PAGE);
+    await settled(p);
+    await scrollStep(p, id, 0.3);
+    await settled(p);
+    await scrollStep(p, id, 0.3);
+    const top = () => p.evaluate((id) => Math.round(document.getElementById(`step-${id}`).getBoundingClientRect().top), id);
+    const before = await top();
+    await p.reload();
+    await settled(p);
+    await p.waitForTimeout(300);
+    const after = await top();
+    if (Math.abs(after - before) > 40) wrong.push(`${vp.width}px, step ${id}: its top was at ${before} px, after the reload ${after} px`);
+    await context.close();
+  }
+  report('reload_keeps_place', wrong.length === 0, wrong.join('; '));
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1841,6 +1868,7 @@ async function main() {
   await part('output_story_follows_weights', null, () => outputStoryFollowsWeights(browser));
   await part('two_matrices_story_follows_the_pair', null, () => twoMatricesStoryFollowsThePair(browser));
   await part('lines_story_follows_weights', null, () => linesStoryFollowsWeights(browser));
+  await part('reload_keeps_place', null, () => reloadKeepsPlace(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
