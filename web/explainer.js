@@ -760,7 +760,10 @@ function tiedStory(c) {
   if (i === j) return 'Scores need not be symmetric: a row asks, a column answers.';
   return r.head.includes('tied')
     ? `With one matrix for questions and answers, every score is its own mirror: score(${t[i]} → ${t[j]}) = ${fmt(r.scores[i][j])} and score(${t[j]} → ${t[i]}) = ${fmt(r.scores[j][i])}. Attention can no longer be one-sided.`
-    : `Scores need not be symmetric: score(${t[i]} → ${t[j]}) = ${fmt(r.scores[i][j])}, but score(${t[j]} → ${t[i]}) = ${fmt(r.scores[j][i])}. A word can look hard at another that barely looks back.`;
+    : `Scores need not be symmetric: score(${t[i]} → ${t[j]}) = ${fmt(r.scores[i][j])}, but score(${t[j]} → ${t[i]}) = ${fmt(r.scores[j][i])}. ` +
+      // "Barely looks back" only of a pair that does: not of 0.091 against 0.227, nor 7.804 against 5.634.
+      (r.scores[i][j] > 0 && Math.abs(r.scores[j][i]) < r.scores[i][j] / 4 ? 'A word can look hard at another that barely looks back.'
+        : 'Each direction is one word\'s query against the other\'s key, and W_Q and W_K make them differently.');
 }
 
 defineStep('scaled', {

@@ -1149,6 +1149,25 @@ async function reloadKeepsPlace(browser) {
   report('reload_keeps_place', wrong.length === 0, wrong.join('; '));
 }
 
+// The scores step's "a word can look hard at another that barely looks back",
+// only beside a pair that does: sat → cat 1.920 against 0.020, not the random
+// head's sat → the₁ 0.091 against 0.227, nor 7.804 against 5.634 with sinusoids.
+async function scoresStoryFollowsThePair(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, hard] of [['', true], ['#head=random', false], ['#pos=sinusoidal', false], ['#s=the+big+red+ball', true]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('tied-story').textContent);
+    const [a, b] = [...story.matchAll(/= (-?\d+\.\d+)/g)].map((x) => Number(x[1]));
+    const says = /barely looks back/.test(story);
+    if (says !== hard || (says && !(Math.abs(b) < a / 4))) wrong.push(`${hash || 'default'}: "${story}"`);
+  }
+  report('scores_story_follows_the_pair', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1869,6 +1888,7 @@ async function main() {
   await part('two_matrices_story_follows_the_pair', null, () => twoMatricesStoryFollowsThePair(browser));
   await part('lines_story_follows_weights', null, () => linesStoryFollowsWeights(browser));
   await part('reload_keeps_place', null, () => reloadKeepsPlace(browser));
+  await part('scores_story_follows_the_pair', null, () => scoresStoryFollowsThePair(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
