@@ -781,6 +781,14 @@ defineStep('scaled', {
           : `scaled[${t[i]} → ${s[j]}] = score × scale = ${fmt(r.scores[i][j])}×${fmt(r.scale)} = ${fmt(r.scaled[i][j])}`],
         marks: [['scores@scaled', { row: i }]] })],
     ]);
+    // What the two other choices do, and why they are wrong. A smaller factor on every
+    // score flattens every row of the softmax (its largest weight falls), a larger sharpens it.
+    const dk = r.d_k, dm = r.d_model;
+    document.getElementById('scale-note').textContent = state.noScale
+      ? `Not divided: every score is √d_k = ${fmt(Math.sqrt(dk))} times what the paper uses, so the softmax's rows come out sharper than they should.`
+      : state.scaleByModel
+        ? `The slip: dividing by √d_model = √${dm} ≈ ${fmt(Math.sqrt(dm))} rather than by √d_k = √${dk} = ${fmt(Math.sqrt(dk))}. The dot products are of queries and keys of d_k = ${dk} numbers, not of X's ${dm}, so every score comes out ${fmt(Math.sqrt(dk / dm))} times what it should be and the softmax's rows flatter. With the paper's d_model = 512 and heads of d_k = 64, that is a division by 22.6 instead of 8.`
+        : '';
   },
 });
 

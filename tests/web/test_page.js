@@ -1168,6 +1168,24 @@ async function scoresStoryFollowsThePair(browser) {
   await context.close();
 }
 
+// The ÷ √d_k step says what its two other choices do: the classic slip of
+// √d_model names both divisors and the factor every score is off by; no
+// division says the scores are √d_k times larger; the paper's choice, nothing.
+async function scaleChoicesExplained(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, want] of [['', /^$/], ['#scaleby=d_model', /√d_model = √8 ≈ 2\.828 rather than by √d_k = √4 = 2\.000.*0\.707 times/],
+    ['#noscale=1', /√d_k = 2\.000 times/]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const note = await p.evaluate(() => document.getElementById('scale-note').textContent);
+    if (!want.test(note)) wrong.push(`${hash || 'default'}: "${note}"`);
+  }
+  report('scale_choices_explained', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1889,6 +1907,7 @@ async function main() {
   await part('lines_story_follows_weights', null, () => linesStoryFollowsWeights(browser));
   await part('reload_keeps_place', null, () => reloadKeepsPlace(browser));
   await part('scores_story_follows_the_pair', null, () => scoresStoryFollowsThePair(browser));
+  await part('scale_choices_explained', null, () => scaleChoicesExplained(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
