@@ -760,7 +760,10 @@ function tiedStory(c) {
   if (i === j) return 'Scores need not be symmetric: a row asks, a column answers.';
   return r.head.includes('tied')
     ? `With one matrix for questions and answers, every score is its own mirror: score(${t[i]} → ${t[j]}) = ${fmt(r.scores[i][j])} and score(${t[j]} → ${t[i]}) = ${fmt(r.scores[j][i])}. Attention can no longer be one-sided.`
-    : `Scores need not be symmetric: score(${t[i]} → ${t[j]}) = ${fmt(r.scores[i][j])}, but score(${t[j]} → ${t[i]}) = ${fmt(r.scores[j][i])}. A word can look hard at another that barely looks back.`;
+    : `Scores need not be symmetric: score(${t[i]} → ${t[j]}) = ${fmt(r.scores[i][j])}, but score(${t[j]} → ${t[i]}) = ${fmt(r.scores[j][i])}. ` +
+      // "Barely looks back" only of a pair that does: not of 0.091 against 0.227, nor 7.804 against 5.634.
+      (r.scores[i][j] > 0 && Math.abs(r.scores[j][i]) < r.scores[i][j] / 4 ? 'A word can look hard at another that barely looks back.'
+        : 'Each direction is one word\'s query against the other\'s key, and W_Q and W_K make them differently.');
 }
 
 defineStep('scaled', {
@@ -778,6 +781,14 @@ defineStep('scaled', {
           : `scaled[${t[i]} → ${s[j]}] = score × scale = ${fmt(r.scores[i][j])}×${fmt(r.scale)} = ${fmt(r.scaled[i][j])}`],
         marks: [['scores@scaled', { row: i }]] })],
     ]);
+    // What the two other choices do, and why they are wrong. A smaller factor on every
+    // score flattens every row of the softmax (its largest weight falls), a larger sharpens it.
+    const dk = r.d_k, dm = r.d_model;
+    document.getElementById('scale-note').textContent = state.noScale
+      ? `Not divided: every score is √d_k = ${fmt(Math.sqrt(dk))} times what the paper uses, so the softmax's rows come out sharper than they should.`
+      : state.scaleByModel
+        ? `The slip: dividing by √d_model = √${dm} ≈ ${fmt(Math.sqrt(dm))} rather than by √d_k = √${dk} = ${fmt(Math.sqrt(dk))}. The dot products are of queries and keys of d_k = ${dk} numbers, not of X's ${dm}, so every score comes out ${fmt(Math.sqrt(dk / dm))} times what it should be and the softmax's rows flatter. With the paper's d_model = 512 and heads of d_k = 64, that is a division by 22.6 instead of 8.`
+        : '';
   },
 });
 
@@ -866,8 +877,13 @@ defineStep('output', {
         marks: [['weights@output', { row: i }], ['V@output', { col: j }]] })],
     ]);
     const { i, j } = asker(c);
+    // "Mostly" only where the largest weight is over a half; a tie is named as one.
+    const best = r.weights[i][j], ties = r.weights[i].map((w, k) => (Math.abs(w - best) < 1e-9 ? s[k] : null)).filter((x) => x);
+    const blend = ties.length > 1 ? `takes equal largest parts from the values of ${ties.join(' and ')} (weight ${pct(best)} each), and the rest from the other words`
+      : best > 0.5 ? `is mostly the value of ${s[j]} (weight ${pct(best)}), plus a little of everything else`
+        : `takes its largest part from the value of ${s[j]} (weight ${pct(best)}), and the rest from the other words`;
     document.getElementById('output-story').textContent =
-      `So the new vector for ${t[i]} is mostly the value of ${s[j]} (weight ${pct(r.weights[i][j])}), plus a little of everything else. Each word has gathered information from the words that matter to it.`;
+      `So the new vector for ${t[i]} ${blend}. Each word has gathered information from the words that matter to it.`;
   },
 });
 
@@ -892,6 +908,14 @@ defineStep('lines', {
     const box = document.getElementById('fig-lines');
     box.innerHTML = `<p class="scroll-hint">&larr; scroll sideways for the rest &rarr;</p><div class="scroll">${out.join('')}</div>`;
     const g = box.querySelector('g.lines-g');
+    // This drawing's cells and what a filled one writes, set before its first
+    // rows are added: refreshCells calls them on those rows at once, and the
+    // previous drawing's handler would read its own sentence's weights there.
+    this.collect = () => [...box.querySelectorAll('line.cell')];
+    this.onFill = (k) => {
+      const l = this.cells[k - 1];
+      writeSum('lines', [l ? `${t[+l.dataset.i]} → ${s[+l.dataset.j]}: ${(100 * r.weights[+l.dataset.i][+l.dataset.j]).toFixed(1)}%` : '']);
+    };
     const per = Math.max(1, Math.floor(CHUNK_CELLS / m));
     const drawn = box.firstElementChild;
     for (let a = 0; a < n; a += per) {
@@ -904,7 +928,6 @@ defineStep('lines', {
       };
       if (a === 0) add(); else queueJob(add);
     }
-    this.collect = () => [...box.querySelectorAll('line.cell')];
     const lines = { forEach: (f) => this.collect().forEach(f) };
     const isolate = (i) => lines.forEach((l) => l.classList.toggle('dimmed', i !== null && +l.dataset.i !== i));
     for (const word of box.querySelectorAll('text.word')) {
@@ -915,16 +938,37 @@ defineStep('lines', {
       word.addEventListener('blur', () => isolate(null));
     }
     this.cells = this.collect();
-    this.onFill = (k) => {
-      const l = this.cells[k - 1];
-      writeSum('lines', [l ? `${t[+l.dataset.i]} → ${s[+l.dataset.j]}: ${(100 * r.weights[+l.dataset.i][+l.dataset.j]).toFixed(1)}%` : '']);
-    };
     document.getElementById('lines-story').textContent = r.head.startsWith('random')
       ? 'With random weights there is no pattern to find: the lines go wherever the accidents of the numbers send them.'
-      : 'Adjectives find their nouns, verbs find animals, prepositions find things. In a trained model nobody wires this by hand: it is learned from data, and some heads really do learn patterns like these.';
+      : `Adjectives find their nouns, verbs find animals, prepositions find things.${patternsMissed(c)} In a trained model nobody wires this by hand: it is learned from data, and some heads really do learn patterns like these.`;
     renderHeads(c);
   },
 });
+
+// The wired head's patterns that this figure does not show: a word of the asking
+// kind whose largest weight goes elsewhere though a word it looks for is there
+// to be seen (the positions added to X, the mask or the tie can move it).
+const PATTERNS = [['adjective', ['noun']], ['verb', ['animal']], ['preposition', ['thing', 'place']]];
+function patternsMissed(c) {
+  const { r, t, s } = c;
+  const xs = c.cross ? r.X_source : r.X, f = (name) => r.features.indexOf(name);
+  const missed = [];
+  for (const [kind, wants] of PATTERNS) {
+    if (f(kind) < 0 || wants.some((w) => f(w) < 0)) continue;
+    const found = (j) => wants.some((w) => xs[j][f(w)] > 0);
+    r.weights.forEach((row, i) => {
+      if (!(r.X[i][f(kind)] > 0)) return;
+      const seen = row.map((w, j) => j).filter((j) => !(r.causal && j > i));
+      if (!seen.some(found)) return; // nothing it looks for in its view
+      const best = Math.max(...row), top = row.map((w, j) => (Math.abs(w - best) < 1e-9 ? j : -1)).filter((j) => j >= 0);
+      if (!top.every(found)) missed.push(`${t[i]} → ${top.map((j) => s[j]).join(' and ')} ${pct(best)}`);
+    });
+  }
+  if (!missed.length) return '';
+  const why = [r.positions === 'sinusoidal' ? 'the positions added to X change the features the head was wired to read' : '',
+    r.head.includes('tied') ? 'with one matrix a word\'s query is its key, which the wiring did not intend' : ''].filter((x) => x);
+  return ` Not all of them in this figure: ${missed.join(', ')}${why.length ? `, because ${why.join(', and ')}` : ''}.`;
+}
 
 // ---- two heads at once --------------------------------------------------------------------
 
@@ -1380,10 +1424,20 @@ function update(typing = false) {
 function renderStories(c) {
   const { r, t, s } = c;
   const { i, other: j } = asker(c);
-  document.getElementById('two-story').textContent = c.cross || i === j
-    ? 'A verb can look hard at its subject while the subject barely looks back.'
-    : `Here ${t[i]} looks at ${s[j]} with score ${fmt(r.scores[i][j])}, while ${t[j]} looks back at ${t[i]} with score ${fmt(r.scores[j][i])}` +
-      `${r.head.includes('tied') ? ': the same, because the one-matrix box is ticked' : ''}. A verb searches for its subject; the noun is not searching for its verb.`;
+  if (c.cross || i === j) {
+    document.getElementById('two-story').textContent = 'A verb can look hard at its subject while the subject barely looks back.';
+    return;
+  }
+  // The verb and its subject only where the pair is one: a verb looking at a
+  // noun harder than the noun looks back, in a head wired to do so.
+  const a = r.scores[i][j], b = r.scores[j][i], f = (name) => r.features.indexOf(name);
+  const verbAndNoun = f('verb') >= 0 && f('noun') >= 0 && r.X[i][f('verb')] > 0 && r.X[j][f('noun')] > 0;
+  const why = r.head.includes('tied') ? ': the same, because the one-matrix box is ticked.'
+    : r.head.startsWith('wired') && verbAndNoun && a > b ? '. A verb searches for its subject; the noun is not searching for its verb.'
+      : fmt(a) === fmt(b) ? ': the same here, though nothing makes them so.'
+        : '. The two directions differ: each is one word\'s query against the other\'s key, and W_Q and W_K make them differently.';
+  document.getElementById('two-story').textContent =
+    `Here ${t[i]} looks at ${s[j]} with score ${fmt(a)}, while ${t[j]} looks back at ${t[i]} with score ${fmt(b)}${why}`;
 }
 
 function onType() {
@@ -1790,7 +1844,48 @@ function onKey(ev) {
 
 const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+// A reload goes back to the place being read. The browser's own restoring keeps
+// the scroll's pixels, but a section is laid out only once it has been seen
+// (content-visibility), at a guessed height until then, and which ones were
+// seen differs between the two loads: on a phone the same pixels landed up to a
+// screen away, in another step. The place is kept as the part of the page at the
+// top of the view and how far into it, and taken back once the page is drawn.
+// (The browser still restores its pixels first: a manual restoring would also
+// leave the scroll where it is on going back over a contents link.)
+const PLACE_KEY = 'attn-explainer-place';
+function placeNow() {
+  const parts = [...document.querySelectorAll('main > [id]')];
+  const at = parts.filter((el) => el.getBoundingClientRect().top <= 0).pop();
+  if (!at) return null;
+  const r = at.getBoundingClientRect();
+  return { id: at.id, into: r.height > 0 ? -r.top / r.height : 0 };
+}
+function keepPlace() {
+  try { sessionStorage.setItem(PLACE_KEY, JSON.stringify(placeNow())); } catch (e) { /* no storage: the top of the page */ }
+}
+async function backToPlace() {
+  let place = null;
+  try { place = JSON.parse(sessionStorage.getItem(PLACE_KEY)); } catch (e) { return; }
+  const nav = performance.getEntriesByType('navigation')[0];
+  if (!place || !nav || nav.type !== 'reload' || !place.id || document.getElementById(location.hash.slice(1))) return;
+  const el = document.getElementById(place.id);
+  if (!el || el.parentElement !== document.querySelector('main')) return;
+  // Until it stays put: the parts drawn on arrival (and the second part's, whose
+  // numbers come a few tasks later) take other heights than the ones guessed.
+  const frames = () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const until = performance.now() + 3000;
+  for (let moved = Infinity; moved > 1 && performance.now() < until;) {
+    const r = el.getBoundingClientRect(), by = r.top + place.into * r.height;
+    scrollTo(0, scrollY + by);
+    moved = Math.abs(by);
+    await frames();
+    while (document.body.dataset.rendered !== '1' && performance.now() < until) await new Promise((done) => setTimeout(done, 20));
+    await frames();
+  }
+}
+
 async function main() {
+  addEventListener('pagehide', keepPlace);
   await loadLibrary();
   await nextTask();
   startWorker();
@@ -1895,6 +1990,7 @@ async function main() {
   }, { rootMargin: '400px 0px' });
   near.observe(document.getElementById('dk-demo'));
   near.observe(document.getElementById('step-sqrt'));
+  await backToPlace();
   onScroll();
   document.body.dataset.ready = '1';
 }

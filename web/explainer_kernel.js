@@ -501,6 +501,15 @@ defineKernelStep('kgrad', {
     mount('kgrad', [['fig-kgrad', 'kgrad', svg, null],
       ['fig-ksat', 'ksat', kTable('the same row, scores multiplied', ['', 'top weight', '|dS|'], satRows, { cw: 80, range: 1 }), null]]);
     const n = t.length;
+    // What the table shows for this row: a row with one largest score saturates,
+    // one whose largest score several keys share splits the weight among them.
+    const last = sat.factor.length - 1, top = Math.max(...s), tied = t.filter((w, j) => s[j] === top);
+    const story = document.getElementById('kgrad-story');
+    if (sat.dS_norm[0] === 0) story.textContent = `Here moving weight among the keys that ${t[r]} attends to would not change its output, so dS is 0 at every scale: there is no gradient to lose.`;
+    else if (sat.top_weight[last] >= 0.9) story.innerHTML = 'One weight takes nearly everything, and dS, the signal that trains W<sub>Q</sub> and W<sub>K</sub>, vanishes.';
+    else if (tied.length > 1) story.textContent = `Here ${tied.length} keys share the largest score of ${t[r]} (${tied.join(', ')}), so no one weight can take everything: ` +
+      `they split it, and at × ${sat.factor[last]} the top weight is ${fmt(sat.top_weight[last])}, at most 1/${tied.length}. A row with a single largest score is the one that saturates.`;
+    else story.textContent = `The top weight grows towards 1 (${fmt(sat.top_weight[last])} at × ${sat.factor[last]}), and |dS| goes from ${sat.dS_norm[0].toPrecision(3)} to ${sat.dS_norm[last].toPrecision(3)}.`;
     this.onFill = (m) => {
       if (m === 0) return writeSum('kgrad', []);
       if (m <= 5 * n) {
@@ -514,7 +523,8 @@ defineKernelStep('kgrad', {
       const flat = sat.dS_norm[0] === 0;
       writeSum('kgrad', [`scores × ${sat.factor[i]}: the top weight is ${fmt(sat.top_weight[i])} and |dS| = ${sat.dS_norm[i].toPrecision(3)}` +
         (flat ? ', as unscaled: moving weight between these keys would not change the output, so there is no gradient to lose'
-          : i ? `, ${(sat.dS_norm[0] / sat.dS_norm[i]).toPrecision(3)} times smaller than unscaled` : '')]);
+          : !i ? '' : sat.dS_norm[i] <= sat.dS_norm[0] ? `, ${(sat.dS_norm[0] / sat.dS_norm[i]).toPrecision(3)} times smaller than unscaled`
+            : `, ${(sat.dS_norm[i] / sat.dS_norm[0]).toPrecision(3)} times larger than unscaled`)]);
     };
   },
 });

@@ -1002,6 +1002,190 @@ async function narrowedWindowMarksScrollers(browser) {
   await context.close();
 }
 
+// The lines figure drawn again for a longer sentence while its cells were
+// filled (all of them under reduced motion, or played to its end): the step's
+// fill and its sum are the new sentence's, with no error and no NaN. The first
+// rows of the new lines used to be handed to the figure's previous handler,
+// which read the old sentence's weights at the new rows and columns.
+async function linesRedrawnWhileFilled(browser) {
+  for (const motion of ['reduce', 'no-preference']) {
+    const context = await browser.newContext({ viewport: VIEWPORTS.wide, reducedMotion: motion });
+    const p = await context.newPage();
+    const errs = [];
+    p.on('pageerror', (e) => errs.push(e.message));
+    await p.goto(PAGE + '#s=cat');
+    await settled(p);
+    if (motion !== 'reduce') await scrollStep(p, 'lines', 1);
+    const before = await fillOf(p, 'lines');
+    await setSentence(p, 'the dog chased a ball in the park');
+    if (motion !== 'reduce') await scrollStep(p, 'lines', 1);
+    const after = await fillOf(p, 'lines');
+    const sum = await p.evaluate(() => document.getElementById('sum-lines').textContent);
+    report(`lines_redrawn_while_filled_${motion}`, errs.length === 0 && before[0] === before[1] && before[1] > 0 &&
+      after[0] === after[1] && after[1] > before[1] && !/NaN|undefined/.test(sum) && /^park → /.test(sum),
+      `errors ${JSON.stringify(errs)}, filled ${JSON.stringify([before, after])}, sum "${sum}"`);
+    await context.close();
+  }
+}
+
+// The gradient step's words against its own table: "one weight takes nearly
+// everything" only where the row's top weight at × 8 is near 1, and a |dS| called
+// "N times smaller than unscaled" only with N at least 1. On "the quick brown fox
+// jumped over the lazy dog" in blocks of 3 the row shown is the₁'s, whose largest
+// score is fox's and dog's alike: the two share the weight, which stays under 1/2.
+async function gradientWordsFollowTheRow(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const cases = [['the cat sat on the mat', '2'], ['the quick brown fox jumped over the lazy dog', '3'], ['a cat', '2'], ['cat', '2']];
+  const wrong = [];
+  for (const [sentence, block] of cases) {
+    await p.goto(PAGE + '#s=' + sentence.replace(/ /g, '+'));
+    await settled(p);
+    await p.selectOption('#kblock', block);
+    await scrollStep(p, 'kgrad', 1);
+    await settled(p);
+    await scrollStep(p, 'kgrad', 1);
+    const got = await p.evaluate(() => {
+      const rows = [...document.querySelectorAll('#fig-ksat text')].map((e) => e.textContent);
+      const at = rows.indexOf('scores × 8');
+      return { story: document.querySelector('#step-kgrad .step-text').textContent.replace(/\s+/g, ' '),
+        top8: Number(rows[at + 1]), sum: document.getElementById('sum-kgrad').textContent };
+    });
+    // Back from the end to the row × 2 (two cells a row, × 8's last): its sum.
+    for (let k = 0; k < 4; k++) await p.click('#step-kgrad .back');
+    const sum2 = await p.evaluate(() => document.getElementById('sum-kgrad').textContent);
+    const nearly = /nearly everything/.test(got.story), times = [...`${got.sum} ${sum2}`.matchAll(/([\d.]+) times smaller/g)];
+    if (!(got.top8 > 0)) wrong.push(`${sentence}: no top weight at × 8 read (${JSON.stringify(got)})`);
+    // One word (or keys of one value): no gradient at any scale, which the sum and the text say instead.
+    else if (nearly !== (got.top8 >= 0.9 && !/no gradient to lose/.test(got.sum))) wrong.push(`${sentence}: top weight at × 8 is ${got.top8}, the text says "${got.story.slice(-320)}"`);
+    if (!/scores × 2:/.test(sum2)) wrong.push(`${sentence}: stepping back did not reach × 2 ("${sum2}")`);
+    if (times.some((x) => Number(x[1]) < 1)) wrong.push(`${sentence}: "${got.sum}", "${sum2}"`);
+  }
+  report('gradient_words_follow_the_row', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
+// The output step's sentence against the weights it names: "mostly the value of
+// cat" only where cat's weight is over a half (sat gives cat 40% on the default
+// sentence, 67% without the division), and a tie named as one.
+async function outputStoryFollowsWeights(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const hash of ['', '#noscale=1', '#s=my+dog+chased+a+ball+in+the+park', '#s=the+big+red+ball&head=random', '#s=a+dog+and+a+cat', '#s=the+cat']) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('output-story').textContent);
+    const shares = [...story.matchAll(/(\d+)%/g)].map((x) => Number(x[1]));
+    if (!shares.length) wrong.push(`${hash}: no weight named in "${story}"`);
+    else if (/mostly/.test(story) !== shares[0] > 50) wrong.push(`${hash}: "${story}"`);
+  }
+  report('output_story_follows_weights', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
+// "Why two matrices?" names a pair of the sentence and its two scores; "a verb
+// searches for its subject" only where that pair is a verb and the noun it looks
+// at harder than the noun looks back, in a wired head: not for "big" and "ball",
+// "the" and "mat", the random head's sat and the₁, or scores made equal by the tie.
+async function twoMatricesStoryFollowsThePair(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, verb] of [['', true], ['#pos=rope', true], ['#s=the+big+red+ball', false], ['#s=on+the+mat', false],
+    ['#head=random', false], ['#tied=1', false]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('two-story').textContent);
+    if (/A verb searches for its subject/.test(story) !== verb) wrong.push(`${hash || 'default'}: "${story}"`);
+  }
+  report('two_matrices_story_follows_the_pair', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
+// "Adjectives find their nouns, verbs find animals, prepositions find things"
+// under the lines figure, against its weights: with sinusoidal positions on the
+// default sentence on gives cat 65% (mat is there to be found), and the text
+// says so; where every pattern holds it adds nothing.
+async function linesStoryFollowsWeights(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, want] of [['', null], ['#s=my+dog+chased+a+ball+in+the+park', null], ['#pos=sinusoidal', /Not all of them in this figure: on → cat \d+%/],
+    ['#tied=1', /Not all of them in this figure: sat → sat \d+%, on → on \d+%/]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('lines-story').textContent);
+    if (want ? !want.test(story) : /Not all/.test(story)) wrong.push(`${hash || 'default'}: "${story}"`);
+  }
+  report('lines_story_follows_weights', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
+// A reload mid-page comes back to the place being read, on a phone too: the
+// step at the top of the view stays there, within a few pixels. The browser's
+// own restoring kept the scroll's pixels while the parts above, laid out only
+// once seen, took other heights: 657 px away in the Q Kᵀ step, a whole step
+// further in the KV cache's.
+async function reloadKeepsPlace(browser) {
+  const wrong = [];
+  for (const [vp, id] of [[{ width: 360, height: 740 }, 'scores'], [{ width: 360, height: 740 }, 'kcache'], [VIEWPORTS.wide, 'weights']]) {
+    const context = await browser.newContext({ viewport: vp });
+    const p = await context.newPage();
+    await p.goto(PAGE);
+    await settled(p);
+    await scrollStep(p, id, 0.3);
+    await settled(p);
+    await scrollStep(p, id, 0.3);
+    const top = () => p.evaluate((id) => Math.round(document.getElementById(`step-${id}`).getBoundingClientRect().top), id);
+    const before = await top();
+    await p.reload();
+    await settled(p);
+    await p.waitForTimeout(300);
+    const after = await top();
+    if (Math.abs(after - before) > 40) wrong.push(`${vp.width}px, step ${id}: its top was at ${before} px, after the reload ${after} px`);
+    await context.close();
+  }
+  report('reload_keeps_place', wrong.length === 0, wrong.join('; '));
+}
+
+// The scores step's "a word can look hard at another that barely looks back",
+// only beside a pair that does: sat → cat 1.920 against 0.020, not the random
+// head's sat → the₁ 0.091 against 0.227, nor 7.804 against 5.634 with sinusoids.
+async function scoresStoryFollowsThePair(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, hard] of [['', true], ['#head=random', false], ['#pos=sinusoidal', false], ['#s=the+big+red+ball', true]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const story = await p.evaluate(() => document.getElementById('tied-story').textContent);
+    const [a, b] = [...story.matchAll(/= (-?\d+\.\d+)/g)].map((x) => Number(x[1]));
+    const says = /barely looks back/.test(story);
+    if (says !== hard || (says && !(Math.abs(b) < a / 4))) wrong.push(`${hash || 'default'}: "${story}"`);
+  }
+  report('scores_story_follows_the_pair', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
+// The ÷ √d_k step says what its two other choices do: the classic slip of
+// √d_model names both divisors and the factor every score is off by; no
+// division says the scores are √d_k times larger; the paper's choice, nothing.
+async function scaleChoicesExplained(browser) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, want] of [['', /^$/], ['#scaleby=d_model', /√d_model = √8 ≈ 2\.828 rather than by √d_k = √4 = 2\.000.*0\.707 times/],
+    ['#noscale=1', /√d_k = 2\.000 times/]]) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const note = await p.evaluate(() => document.getElementById('scale-note').textContent);
+    if (!want.test(note)) wrong.push(`${hash || 'default'}: "${note}"`);
+  }
+  report('scale_choices_explained', wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -1716,6 +1900,14 @@ async function main() {
   await part('link_over_open_page', null, () => linkOverOpenPage(browser));
   await part('narrowed_window_marks_scrollers', null, () => narrowedWindowMarksScrollers(browser));
   await part('long_sentence', null, () => longSentence(browser));
+  await part('lines_redrawn_while_filled', null, () => linesRedrawnWhileFilled(browser));
+  await part('gradient_words_follow_the_row', null, () => gradientWordsFollowTheRow(browser));
+  await part('output_story_follows_weights', null, () => outputStoryFollowsWeights(browser));
+  await part('two_matrices_story_follows_the_pair', null, () => twoMatricesStoryFollowsThePair(browser));
+  await part('lines_story_follows_weights', null, () => linesStoryFollowsWeights(browser));
+  await part('reload_keeps_place', null, () => reloadKeepsPlace(browser));
+  await part('scores_story_follows_the_pair', null, () => scoresStoryFollowsThePair(browser));
+  await part('scale_choices_explained', null, () => scaleChoicesExplained(browser));
 
   // The walk, at both viewports.
   for (const vp of Object.keys(VIEWPORTS)) await part(`walk_${vp}`, null, () => walk(browser, vp));
