@@ -676,6 +676,22 @@ def api_property_inputs():
     write("quant", "prop_q4_1_flash_widened", quant(5, 2, 3, q41_row, 20, 0x80))
     write("quant", "prop_q8_flash_widened", quant(0, 1, 4, q8_row, 34, 0x81))
     write("quant", "prop_e4m3_decode_widened", quant(2, 2, 2, e4m3_row, 32, 1))
+    # fuzz_quant's keys per channel (its input read again from the start): format byte (odd q4c, even
+    # q2c), rank byte (b % 4 + 1), two leading sizes (b % 2 + 1), positions (b < 150: 32 · (b % 3 + 1)),
+    # channels (b < 150: 4 · (b % 8 + 1)), the last stride 1, 4 bytes a float, the size offered (5: a
+    # byte short), then the dtype the groups widen into (f64, f16, bf16, or bool to refuse)
+    def groups(fmt, rank, lead, pos, chans, offer, wide):
+        shape = ([lead[0] % 2 + 1, lead[1] % 2 + 1] + [32 * (pos % 3 + 1), 4 * (chans % 8 + 1)])[4 - (rank % 4 + 1):]
+        n = 1
+        for x in shape:
+            n *= x
+        floats = b"".join(struct.pack(">f", ((i * 13) % 29 - 14) / 8) for i in range(n))
+        return bytes([fmt, rank, lead[0], lead[1], pos, chans, 0]) + floats + bytes([offer, wide])
+    write("quant", "prop_q4c_groups_a_byte_short", groups(1, 1, (0, 0), 0, 0, 5, 0))
+    write("quant", "prop_q2c_groups_widened_f16", groups(0, 3, (1, 0), 1, 0, 0, 1))
+    write("quant", "prop_q4c_groups_widened_bf16", groups(1, 2, (0, 1), 0, 1, 0, 2))
+    write("quant", "prop_q4c_groups_widened_f64", groups(1, 1, (0, 0), 2, 3, 0, 0))
+    write("quant", "prop_q2c_groups_into_bool_refused", groups(0, 1, (0, 0), 0, 0, 0, 3))
 
 
 def files_under(root):
