@@ -243,16 +243,19 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     w.num_pages = byte(r) % 4 + 1;
     if (byte(r) == 3) w.num_pages = pick_int(r);
     if (byte(r) == 3) w.page_size = pick_int(r);
-    w.k_pages = byte(r) == 1 ? NULL : kp, w.v_pages = vp;
+    /* 1: no key pages; 4: no lengths; 5: no page table */
+    const uint8_t missing = byte(r);
+    w.k_pages = missing == 1 ? NULL : kp, w.v_pages = vp;
     if (byte(r) == 7) w.hadamard = (int)(byte(r) % 3); /* refused for these dtypes, or a bad flag */
-    w.num_sequences = byte(r) % MAX_N;
+    const uint8_t count = byte(r); /* 255: a count below 0 */
+    w.num_sequences = count == 255 ? -1 : count % MAX_N;
     for (int i = 0; i < TABLE; i++) table[i] = byte(r) < 200 ? byte(r) % 5 : (int32_t)pick_int(r);
     for (int64_t i = 0; i < w.num_sequences; i++) lengths[i] = byte(r) < 220 ? byte(r) % 24 : pick_int(r);
-    w.lengths = lengths, w.page_table = table;
+    w.lengths = missing == 4 ? NULL : lengths, w.page_table = missing == 5 ? NULL : table;
     if (byte(r) & 1) {
         pick_offsets(r, offsets, w.num_sequences, 8);
         /* A table the offsets claim beyond ours is one the library would read: cut it short. */
-        if (offsets[w.num_sequences] > TABLE && offsets[w.num_sequences] <= INT64_MAX / 4)
+        if (w.num_sequences >= 0 && offsets[w.num_sequences] > TABLE && offsets[w.num_sequences] <= INT64_MAX / 4)
             offsets[w.num_sequences] = TABLE;
         w.table_offsets = offsets;
     } else {
@@ -271,16 +274,20 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     attn_error err;
     attn_status st = attn_kv_paged_check(&w, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (w.num_sequences < 0 || (w.num_sequences > 0 && (!w.lengths || !w.page_table))) CHECK(st != ATTN_OK);
     if (st || w.num_sequences == 0) return;
-    /* Accepted: every used entry is a page of the view. Gather one. */
-    int64_t i = byte(r) % w.num_sequences, len = lengths[i];
+    /* Accepted: every used entry is a page of the view. Gather one (255:
+     * the one past the last, refused). */
+    const uint8_t which = byte(r);
+    int64_t i = which % w.num_sequences, len = lengths[i];
     if (len * w.heads * (w.key_dim > w.value_dim ? w.key_dim : w.value_dim) > ROWS * 16) return;
     attn_tensor k, v;
     int64_t ks[3] = {w.heads, len, w.key_dim}, vs[3] = {w.heads, len, w.value_dim};
     attn_tensor_init(&k, kbuf, ATTN_F32, 3, ks, NULL, NULL);
     attn_tensor_init(&v, vbuf, ATTN_F32, 3, vs, NULL, NULL);
-    st = attn_kv_paged_gather(&k, &v, &w, i, &err);
+    st = attn_kv_paged_gather(&k, &v, &w, which == 255 ? w.num_sequences : i, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (which == 255) CHECK(st == ATTN_ERR_ARGUMENT);
     /* Planned once, run on the same pages: the plan's run matches the
      * unplanned call's status and rows. */
     static unsigned char plan_memory[1 << 16];

@@ -587,6 +587,17 @@ def kv_pages_seeds():
     write("kv_pages", "q4c_residual_32_child_retires_a_shared_group",
           window32 + create + append([0], [34], 32) + append([0], [34], 32) + append([0], [2], 32) + fork0 +
           append([1], [30], 32) + append([0], [30], 32) + gather0 + attend)
+    # a caller's view (op 8) of one page of one position: the window's byte, page size, pages, their
+    # fuzzed sizes' bytes, `missing` (4: no lengths, 5: no page table), no rotation, the count (255:
+    # -1), 64 table entries of page 0, a length byte pair each, an even byte (a stride, not offsets), the
+    # table stride's (5: fuzzed, 209 its -1), then the sequence gathered (255: the one past the count)
+    def caller_view(missing=0, count=1, stride=(0, 0, 1), which=0):
+        return bytes([8, 0, 0, 0, 0, 0, missing, 0, count]) + bytes([0, 0] * 64) + \
+            bytes([0, 1] * (count if count < 8 else 0)) + bytes(stride) + bytes([which])
+    for name, v in (("negative_count", caller_view(count=255)), ("no_lengths", caller_view(missing=4)),
+                    ("no_page_table", caller_view(missing=5)), ("negative_stride", caller_view(stride=(0, 5, 209))),
+                    ("gather_past_the_count", caller_view(which=255))):
+        write("kv_pages", "caller_view_" + name, pool(0, 0, 2, 2, 1, 2, 2) + v)
     # the pool's view written into blocks of each struct_size (the top op codes: a size, a fill byte)
     write("kv_pages", "view_at_every_struct_size",
           pool(0, 0, 2, 2, 1, 2, 2) + create + append([0], [5]) + b"".join(bytes([250, i, 0xa5]) for i in range(8)))
