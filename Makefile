@@ -62,7 +62,7 @@ TEST_BINS := $(BUILD)/tests/test_api $(BUILD)/tests/sdpa_strided $(BUILD)/tests/
              $(BUILD)/asan/test_dlclose \
              $(BUILD)/asan/test_abi_0_2_static $(BUILD)/asan/test_abi_0_2_shared $(BUILD)/asan/test_abi_kv_desc \
              $(BUILD)/asan/test_abi_npy_info $(BUILD)/asan/test_abi_npy_info_shared \
-             $(BUILD)/asan/test_abi_mha_options
+             $(BUILD)/asan/test_abi_mha_options $(BUILD)/asan/test_abi_newer
 
 # libattn-mpi (mpi/, include/attn_mpi.h), the attn-mpi command (cli/mpi/) and
 # their test are built when mpicc exists (Debian's libopenmpi-dev; `make test`
@@ -274,6 +274,11 @@ $(BUILD)/asan/test_abi_kv_desc: tests/abi/test_abi_kv_desc.c include/attn.h $(TE
 # A program with 0.3.0's attn_mha_options (before `packed`), each call of the
 # layer given it in a heap block of its size, with today's library (ASan+UBSan).
 $(BUILD)/asan/test_abi_mha_options: tests/abi/test_abi_mha_options.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
+
+# A program built against a newer attn.h: each versioned struct in a heap
+# block of a larger sizeof, refused by every call that takes it (ASan+UBSan).
+$(BUILD)/asan/test_abi_newer: tests/abi/test_abi_newer.c include/attn.h $(TEST_HEADERS) $(SAN_LIB_OBJ)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O1 -g $(SAN_FLAGS) -Iinclude -o $@ $< $(SAN_LIB_OBJ) $(LIBS)
 
 # A program built against 0.3.0's attn_npy_info (no struct_size), and

@@ -69,6 +69,7 @@ suite "a program with the KV caches' descriptions and view from before key_dtype
 suite "a program with 0.3.0's attn_npy_info, and today's at its caller's sizes (ASan+UBSan)" "$BUILD/asan/test_abi_npy_info"
 suite "a program with 0.3.0's attn_npy_info, and today's at its caller's sizes with libattn.so (ASan+UBSan)" "$BUILD/asan/test_abi_npy_info_shared"
 suite "a program with 0.3.0's attn_mha_options, before packed (ASan+UBSan)" "$BUILD/asan/test_abi_mha_options"
+suite "a program built against a newer attn.h: every versioned struct refused, nothing written (ASan+UBSan)" "$BUILD/asan/test_abi_newer"
 suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"

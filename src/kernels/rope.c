@@ -8,9 +8,9 @@
 #include <string.h>
 
 attn_status attn_rope_read_options(attn_rope_options *o, int64_t *rd, const attn_rope_options *in, int64_t E,
-                                   attn_error *err) {
+                                   const char *name, attn_error *err) {
     *o = attn_rope_options_default();
-    attn_status st = attn_versioned_read(o, sizeof *o, in, "rope", "start from attn_rope_options_default()", err);
+    attn_status st = attn_versioned_read(o, sizeof *o, in, name, "start from attn_rope_options_default()", err);
     if (st) return st;
     if (o->layout != ATTN_ROPE_HALVES && o->layout != ATTN_ROPE_INTERLEAVED)
         return attn_fail(err, ATTN_ERR_OPTION, "RoPE layout %d is not an attn_rope_layout value", (int)o->layout);

@@ -23,9 +23,12 @@ typedef struct attn_rope_plan {
 } attn_rope_plan;
 
 /* The caller's options (NULL: defaults) read up to their struct_size and
- * checked for rows of E elements; *rotary_dim is the dimension they turn. */
+ * checked for rows of E elements; *rotary_dim is the dimension they turn.
+ * name is what the caller calls the struct ("options" for attn_rope's,
+ * "options->rope" for those inside other options): a struct_size error
+ * reads "NAME->struct_size is N ...". */
 attn_status attn_rope_read_options(attn_rope_options *o, int64_t *rotary_dim, const attn_rope_options *in,
-                                   int64_t E, attn_error *err);
+                                   int64_t E, const char *name, attn_error *err);
 
 /* Doubles a plan for `steps` table entries needs (with its inv_freq). */
 int64_t attn_rope_plan_doubles(int64_t rotary_dim, int64_t steps);

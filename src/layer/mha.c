@@ -450,7 +450,7 @@ bool attn_mha_buffers(char **q, char **k, char **v, char **heads, attn_mha_call 
     if (!ok || !m->o.rope || m->rope_in_attention) return ok;
     attn_rope_options o;
     int64_t rd;
-    if (attn_rope_read_options(&o, &rd, m->o.rope, m->D, NULL)) return true; /* attn_rope reports it */
+    if (attn_rope_read_options(&o, &rd, m->o.rope, m->D, "options->rope", NULL)) return true; /* attn_rope reports it */
     for (int i = 0; i < 2; i++) { /* the table attn_rope would make for these rows */
         int64_t rows = i ? key_rows : m->L, steps = rows < 256 ? (rows > 0 ? rows : 1) : 256;
         double *mem = attn_arena_alloc(a, (size_t)(attn_rope_plan_doubles(rd, steps) + 1), sizeof(double));
@@ -558,7 +558,7 @@ attn_status attn_mha_check_store(const attn_kv_paged_view *w, const char *what, 
 attn_status attn_mha_check_rope_span(const attn_mha_call *m, attn_error *err) {
     attn_rope_options r;
     int64_t rotary_dim, positions = m->L > m->S2 ? m->L : m->S2;
-    if (!m->o.rope || attn_rope_read_options(&r, &rotary_dim, m->o.rope, m->D, NULL) || /* checked by attn_mha_plan */
+    if (!m->o.rope || attn_rope_read_options(&r, &rotary_dim, m->o.rope, m->D, "options->rope", NULL) || /* checked by attn_mha_plan */
         positions <= ((int64_t)1 << 53) - r.position_offset)
         return ATTN_OK;
     return attn_fail(err, ATTN_ERR_OPTION, "RoPE's positions run from position_offset %lld over %lld position%s, past 2^53",
@@ -614,7 +614,7 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
      * the call then refused. */
     attn_rope_options rope;
     int64_t rotary_dim;
-    if (m->o.rope && (st = attn_rope_read_options(&rope, &rotary_dim, m->o.rope, m->E / m->Hq, err))) return st;
+    if (m->o.rope && (st = attn_rope_read_options(&rope, &rotary_dim, m->o.rope, m->E / m->Hq, "options->rope", err))) return st;
     /* The attention's causal limit would count the appended keys among the
      * S2 (bottom-right: query i would see key i + 1); the mask's holds over
      * the S keys of `key` alone. */

@@ -49,7 +49,7 @@ static attn_status rotate(attn_tensor *out, const attn_tensor *x, const attn_rop
     if (st) return st;
     int64_t E = x->shape[x->rank - 1], L = x->rank >= 2 ? x->shape[x->rank - 2] : 1, rd = 0;
     attn_rope_options o;
-    if ((st = attn_rope_read_options(&o, &rd, options, E, err))) return st;
+    if ((st = attn_rope_read_options(&o, &rd, options, E, "options", err))) return st;
     int64_t numel = attn_tensor_numel(x), rows = E ? numel / E : 0, steps = L < 256 ? (L > 0 ? L : 1) : 256;
     double *mem = malloc(sizeof(double) * (size_t)(attn_rope_plan_doubles(rd, steps) + 1));
     if (!mem) return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate RoPE's table");

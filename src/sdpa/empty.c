@@ -165,7 +165,7 @@ void attn_empty_report(const char *call, const attn_tensor *q, const attn_tensor
     shown.k_pages = k_pages, shown.v_pages = v_pages;
     int64_t rotary_dim;
     if (o->rope) /* checked by the call on its stand-ins: rope=halves or interleaved, as that call's line says */
-        shown.has_rope = !attn_rope_read_options(&shown.rope, &rotary_dim, o->rope, q->shape[q->rank - 1], NULL);
+        shown.has_rope = !attn_rope_read_options(&shown.rope, &rotary_dim, o->rope, q->shape[q->rank - 1], "options->rope", NULL);
     /* No kernel ran and no thread was started: the call's own thread wrote what it wrote. */
     attn_run_info info = {.kernel = "empty", .isa = "-", .threads = 1, .threads_given = 1, .side_by_side = 1,
                           .heads_per_item = 1};

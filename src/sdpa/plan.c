@@ -228,7 +228,7 @@ attn_status attn_check_options(const attn_sdpa_options *o, attn_dtype q_dtype, i
         return st;
     attn_rope_options ro;
     int64_t rd;
-    return o->rope ? attn_rope_read_options(&ro, &rd, o->rope, E, err) : ATTN_OK;
+    return o->rope ? attn_rope_read_options(&ro, &rd, o->rope, E, "options->rope", err) : ATTN_OK;
 }
 
 /* shapes: q, k, v and the mask may have NULL data (check_operand). */
@@ -295,7 +295,7 @@ static attn_status make_plan(plan *pl, const attn_tensor *q, const attn_tensor *
     if (o->v_descale && (st = attn_check_descale(o->v_descale, "v_descale", pl->v.shape, NULL, err))) return st;
     attn_rope_options ro;
     int64_t rd;
-    if (o->rope && (st = attn_rope_read_options(&ro, &rd, o->rope, pl->q.shape[4], err))) return st;
+    if (o->rope && (st = attn_rope_read_options(&ro, &rd, o->rope, pl->q.shape[4], "options->rope", err))) return st;
     /* RoPE's positions are exact in double, and their sums in int64, only
      * up to 2^53: the whole sequence's last position must stay there
      * (compared before adding, position_offset being at most 2^53). */
@@ -483,7 +483,7 @@ static attn_status plan_call(attn_slices *sl, attn_tensor *out, attn_tensor *lse
     if (o->v_descale) attn_check_descale(o->v_descale, "", pl.v.shape, sl->vd_strides, NULL);
     if (o->rope) { /* checked in make_plan */
         sl->has_rope = true;
-        attn_rope_read_options(&sl->rope, &sl->rope_dim, o->rope, E, NULL);
+        attn_rope_read_options(&sl->rope, &sl->rope_dim, o->rope, E, "options->rope", NULL);
         sl->base.rope_k0 = sl->rope.position_offset + o->key_start;
         sl->base.rope_q0 = sl->rope.position_offset + o->key_start + sl->base.alibi_offset;
     }

@@ -17,7 +17,18 @@
  *     byte as it was;
  *   - the pool's own view passes attn_kv_paged_check (its tables never
  *     point outside it), and its free pages are exactly the pages no
- *     sequence holds.
+ *     sequence holds;
+ *   - a call that succeeds changed no sequence it was not given: each
+ *     other sequence gathers as before (pages shared by a fork are copied
+ *     before one sibling writes them); the sequences it appended to or
+ *     truncated keep their earlier positions (keys in dtype: bitwise; keys
+ *     quantized per channel move from the window into groups, and are only
+ *     checked to be there);
+ *   - attn_kv_pages_view, given a view of any struct_size (0, one inside a
+ *     field, an older header's, this one's, a newer one's), writes nothing
+ *     past it, and nothing at all when it refuses it.
+ * The description's top codes also give dtypes, head layouts and residual
+ * windows the pool must refuse.
  * A view the library accepts must lie in memory the harness owns: the
  * tables and packed tensors it describes are backed in full, except where
  * the description's sizes overflow, which the library must refuse. */
@@ -25,6 +36,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +84,99 @@ static void pool_holds(const attn_kv_pages *pool, const attn_kv_pages_desc *d) {
     CHECK(held + attn_kv_pages_free_pages(pool) == d->num_pages);
 }
 
+/* What each of the small ids (those pick_id mostly gives) held before a
+ * call: live or not, its length, its keys and values gathered as f32
+ * (Hk, length, E) and (Hk, length, Ev); `kept` false for a sequence too
+ * long for the buffers. */
+enum { IDS = 6, HELD = ROWS * 2 };
+static struct {
+    bool live, kept;
+    int64_t length;
+    float k[HELD], v[HELD];
+} held[IDS];
+static float now_k[HELD], now_v[HELD];
+
+static bool gather_f32(float *k, float *v, const attn_kv_pages *pool, const attn_kv_pages_desc *d, int64_t id,
+                       int64_t length) {
+    int64_t ks[3] = {d->heads, length, d->key_dim}, vs[3] = {d->heads, length, d->value_dim};
+    attn_tensor tk, tv;
+    return attn_tensor_init(&tk, k, ATTN_F32, 3, ks, NULL, NULL) == ATTN_OK &&
+           attn_tensor_init(&tv, v, ATTN_F32, 3, vs, NULL, NULL) == ATTN_OK &&
+           attn_kv_pages_gather(&tk, &tv, pool, id, NULL) == ATTN_OK;
+}
+
+static void remember(const attn_kv_pages *pool, const attn_kv_pages_desc *d) {
+    for (int64_t id = 0; id < IDS; id++) {
+        int64_t len = 0;
+        held[id].live = attn_kv_pages_sequence(pool, id, &len, NULL, NULL) == ATTN_OK;
+        held[id].length = len;
+        held[id].kept = held[id].live && len * d->heads * d->key_dim <= HELD && len * d->heads * d->value_dim <= HELD;
+        if (held[id].kept) CHECK(gather_f32(held[id].k, held[id].v, pool, d, id, len));
+    }
+}
+
+/* Rows 0 .. n - 1 of each head of a (Hk, then, cols) gather, in one of (Hk, now, cols). */
+static bool same_rows(const float *was, int64_t then, const float *is, int64_t now, int64_t heads, int64_t cols,
+                      int64_t n) {
+    for (int64_t h = 0; h < heads; h++)
+        if (memcmp(was + h * then * cols, is + h * now * cols, (size_t)(n * cols) * sizeof(float))) return false;
+    return true;
+}
+
+/* After a call that succeeded: sequence id, if it was live and the call
+ * was not given it (`touched` false), is as it was; given it, it keeps
+ * its first `keep` positions (-1: it was freed; keys per channel: its
+ * length only). */
+static void still_holds(const attn_kv_pages *pool, const attn_kv_pages_desc *d, int64_t id, bool touched,
+                        int64_t keep) {
+    if (id < 0 || id >= IDS || !held[id].live) return;
+    int64_t len = 0;
+    bool live = attn_kv_pages_sequence(pool, id, &len, NULL, NULL) == ATTN_OK;
+    if (touched && keep < 0) {
+        CHECK(!live);
+        return;
+    }
+    CHECK(live);
+    if (!touched) {
+        keep = held[id].length;
+        CHECK(len == keep);
+    }
+    CHECK(len >= keep);
+    if (!held[id].kept || (touched && d->key_dtype) || len * d->heads * d->key_dim > HELD ||
+        len * d->heads * d->value_dim > HELD)
+        return;
+    CHECK(gather_f32(now_k, now_v, pool, d, id, len));
+    CHECK(same_rows(held[id].k, held[id].length, now_k, len, d->heads, d->key_dim, keep));
+    CHECK(same_rows(held[id].v, held[id].length, now_v, len, d->heads, d->value_dim, keep));
+}
+
+/* The pool's view written into a block of any struct_size: never past it,
+ * nothing when refused. */
+static void view_sizes(reader *r, const attn_kv_pages *pool) {
+    static const size_t SIZES[8] = {0, 4, 12, offsetof(attn_kv_paged_view, table_stride),
+                                    offsetof(attn_kv_paged_view, key_dtype), sizeof(attn_kv_paged_view) - 8,
+                                    sizeof(attn_kv_paged_view), sizeof(attn_kv_paged_view) + 8};
+    union {
+        attn_kv_paged_view w;
+        unsigned char b[sizeof(attn_kv_paged_view) + 16];
+    } u;
+    const size_t size = SIZES[byte(r) % 8];
+    const unsigned char fill = byte(r);
+    memset(&u, fill, sizeof u);
+    u.w.struct_size = size;
+    attn_error err;
+    attn_status st = attn_kv_pages_view(&u.w, pool, &err);
+    CHECK(u.w.struct_size == size);
+    size_t from = st ? sizeof(size_t) : size; /* refused: not a byte; else none past struct_size */
+    for (size_t i = from; i < sizeof u; i++) CHECK(u.b[i] == fill);
+    if (st) {
+        CHECK(st == ATTN_ERR_OPTION && err.message[0]);
+        return;
+    }
+    CHECK(size >= offsetof(attn_kv_paged_view, table_stride) && size <= sizeof u.w);
+    if (size == sizeof u.w) CHECK(attn_kv_paged_check(&u.w, &err) == ATTN_OK);
+}
+
 /* A sequence id: a small one (live or not), or an edge. */
 static int64_t pick_id(reader *r) { return byte(r) < 220 ? byte(r) % 6 : pick_int(r); }
 
@@ -86,15 +191,17 @@ static void pick_offsets(reader *r, int64_t *cu, int64_t n, int64_t step_max) {
 
 /* A packed (rows, H, cols) tensor over buf (`bytes` of it) of dtype dt
  * (f32, or f64 for an f64 pool): C order; a dtype, rank or stride now and
- * then wrong. Rows past the buffer keep the shape but the library must not
+ * then wrong, or one row or head too many. Rows past the buffer keep the shape but the library must not
  * read them: they are only handed over when their element count
  * overflows. */
 static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t rows, int64_t H, int64_t cols,
                    attn_dtype dt) {
-    int64_t shape[3] = {rows, H, cols};
-    attn_tensor_init(t, buf, dt, 3, shape, NULL, NULL);
     size_t capacity = bytes / attn_dtype_size(dt);
     uint8_t how = byte(r);
+    /* 7: a head more than the pool's; 8: a row more than the other tensor's */
+    int64_t shape[3] = {how == 8 && rows < INT64_MAX ? rows + 1 : rows, how == 7 ? H + 1 : H, cols};
+    attn_tensor_init(t, buf, dt, 3, shape, NULL, NULL);
+    rows = shape[0];
     if (how == 1) t->dtype = dt == ATTN_F64 ? ATTN_F32 : ATTN_F64; /* the pool takes the other */
     if (how == 2) t->dtype = ATTN_F16;
     if (how == 3) t->rank = 2;
@@ -103,7 +210,7 @@ static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t 
     if (how == 6) t->data = NULL;
     /* A view that could be accepted must fit in buf. */
     __int128 need = (__int128)rows * H * cols;
-    bool acceptable = how != 1 && how != 3 && how != 4 && how != 5 && how != 6;
+    bool acceptable = how != 1 && how != 3 && how != 4 && how != 5 && how != 6 && how != 7;
     if (acceptable && rows > 1 && need > (__int128)capacity && need <= INT64_MAX)
         t->strides[0] = INT64_MAX; /* then refused for its reach */
 }
@@ -136,16 +243,19 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     w.num_pages = byte(r) % 4 + 1;
     if (byte(r) == 3) w.num_pages = pick_int(r);
     if (byte(r) == 3) w.page_size = pick_int(r);
-    w.k_pages = byte(r) == 1 ? NULL : kp, w.v_pages = vp;
+    /* 1: no key pages; 4: no lengths; 5: no page table */
+    const uint8_t missing = byte(r);
+    w.k_pages = missing == 1 ? NULL : kp, w.v_pages = vp;
     if (byte(r) == 7) w.hadamard = (int)(byte(r) % 3); /* refused for these dtypes, or a bad flag */
-    w.num_sequences = byte(r) % MAX_N;
+    const uint8_t count = byte(r); /* 255: a count below 0 */
+    w.num_sequences = count == 255 ? -1 : count % MAX_N;
     for (int i = 0; i < TABLE; i++) table[i] = byte(r) < 200 ? byte(r) % 5 : (int32_t)pick_int(r);
     for (int64_t i = 0; i < w.num_sequences; i++) lengths[i] = byte(r) < 220 ? byte(r) % 24 : pick_int(r);
-    w.lengths = lengths, w.page_table = table;
+    w.lengths = missing == 4 ? NULL : lengths, w.page_table = missing == 5 ? NULL : table;
     if (byte(r) & 1) {
         pick_offsets(r, offsets, w.num_sequences, 8);
         /* A table the offsets claim beyond ours is one the library would read: cut it short. */
-        if (offsets[w.num_sequences] > TABLE && offsets[w.num_sequences] <= INT64_MAX / 4)
+        if (w.num_sequences >= 0 && offsets[w.num_sequences] > TABLE && offsets[w.num_sequences] <= INT64_MAX / 4)
             offsets[w.num_sequences] = TABLE;
         w.table_offsets = offsets;
     } else {
@@ -164,16 +274,20 @@ static void fuzz_view(reader *r, attn_kv_pages_desc *d) {
     attn_error err;
     attn_status st = attn_kv_paged_check(&w, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (w.num_sequences < 0 || (w.num_sequences > 0 && (!w.lengths || !w.page_table))) CHECK(st != ATTN_OK);
     if (st || w.num_sequences == 0) return;
-    /* Accepted: every used entry is a page of the view. Gather one. */
-    int64_t i = byte(r) % w.num_sequences, len = lengths[i];
+    /* Accepted: every used entry is a page of the view. Gather one (255:
+     * the one past the last, refused). */
+    const uint8_t which = byte(r);
+    int64_t i = which % w.num_sequences, len = lengths[i];
     if (len * w.heads * (w.key_dim > w.value_dim ? w.key_dim : w.value_dim) > ROWS * 16) return;
     attn_tensor k, v;
     int64_t ks[3] = {w.heads, len, w.key_dim}, vs[3] = {w.heads, len, w.value_dim};
     attn_tensor_init(&k, kbuf, ATTN_F32, 3, ks, NULL, NULL);
     attn_tensor_init(&v, vbuf, ATTN_F32, 3, vs, NULL, NULL);
-    st = attn_kv_paged_gather(&k, &v, &w, i, &err);
+    st = attn_kv_paged_gather(&k, &v, &w, which == 255 ? w.num_sequences : i, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (which == 255) CHECK(st == ATTN_ERR_ARGUMENT);
     /* Planned once, run on the same pages: the plan's run matches the
      * unplanned call's status and rows. */
     static unsigned char plan_memory[1 << 16];
@@ -280,6 +394,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.dtype = DTYPES[kind % 4];
     /* the top codes: keys per channel (q4c, q2c), or a key_dtype to refuse (q8) */
     d.key_dtype = kind >> 2 == 63 ? ATTN_Q4C : kind >> 2 == 62 ? ATTN_Q2C : kind >> 2 == 61 ? ATTN_Q8 : (attn_dtype)0;
+    /* and below them: a dtype no pool holds (bool), the heads of a page
+     * each apart (head_major 1) or a layout that is none (2, -1), a
+     * residual window without keys per channel, q4c keys with a rotation */
+    static const int HEAD_MAJOR[4] = {1, 1, 2, -1};
+    if (kind >> 2 == 60) d.dtype = ATTN_BOOL;
+    if (kind >> 2 == 59) d.head_major = HEAD_MAJOR[kind & 3];
+    if (kind >> 2 == 58) d.residual = 32;
+    if (kind >> 2 == 57) d.key_dtype = ATTN_Q4C, d.hadamard = 1;
     static const int64_t PAGES[] = {16, 17, 32, 255, 256};
     d.page_size = byte(&r) < 250 ? PAGES[byte(&r) % 5] : pick_int(&r);
     d.num_pages = byte(&r) < 240 ? byte(&r) % 8 + 1 : pick_int(&r);
@@ -307,12 +429,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pool_holds(pool, &d);
     for (int step = 0; step < 48 && r.n; step++) {
         memcpy(snapshot, pool_memory, pool_bytes);
-        int64_t id, ids[MAX_N], cu[MAX_N + 1];
-        switch (byte(&r) % 10) {
+        remember(pool, &d);
+        int64_t id = -1, ids[MAX_N], cu[MAX_N + 1], n_ids = 0, keep = -1, target = -1;
+        uint8_t op = byte(&r);
+        /* the top codes: a view written at a fuzzed struct_size */
+        switch (op >= 250 ? 10 : op % 10) {
         case 0: st = attn_kv_pages_create(pool, &id, &err); break;
-        case 1: st = attn_kv_pages_fork(pool, &id, pick_id(&r), &err); break;
-        case 2: st = attn_kv_pages_free(pool, pick_id(&r), &err); break;
-        case 3: id = pick_id(&r), st = attn_kv_pages_truncate(pool, id, pick_int(&r), &err); break;
+        case 1: st = attn_kv_pages_fork(pool, &id, pick_id(&r), &err); break; /* the parent: as it was */
+        case 2: st = attn_kv_pages_free(pool, target = pick_id(&r), &err); break;
+        case 3:
+            target = pick_id(&r), keep = pick_int(&r), st = attn_kv_pages_truncate(pool, target, keep, &err);
+            break;
+        case 10: view_sizes(&r, pool), st = ATTN_OK; break;
         case 4:
         case 5: { /* append */
             int64_t n = byte(&r) == 1 ? pick_int(&r) : byte(&r) % MAX_N;
@@ -326,6 +454,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             packed(&r, &v, vbuf, sizeof vbuf, rows, d.heads, d.value_dim, dt);
             /* n past the ids given would read past them: only n the arrays hold, or below 0. */
             st = attn_kv_pages_append(pool, ids, n > MAX_N ? MAX_N : n, &k, &v, cu, &err);
+            n_ids = n > MAX_N ? MAX_N : n;
             break;
         }
         case 6: { /* gather */
@@ -368,6 +497,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         after(st, &err);
         pool_holds(pool, &d);
+        if (st) continue;
+        /* a success: the sequences it was not given are as they were */
+        for (int64_t s = 0; s < IDS; s++) {
+            bool appended = false;
+            for (int64_t i = 0; i < n_ids; i++) appended |= ids[i] == s;
+            if (appended) still_holds(pool, &d, s, true, held[s].length);
+            else if (s == target) still_holds(pool, &d, s, true, keep); /* freed (-1), or truncated to keep */
+            else if (s != id) still_holds(pool, &d, s, false, 0); /* id: the sequence created or forked */
+        }
     }
     return 0;
 }

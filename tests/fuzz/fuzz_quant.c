@@ -27,7 +27,8 @@
  * fuzzed, a buffer one byte short or exact; a refusal has the status its
  * cause calls for and writes nothing, and an accepted one widens back within
  * half a step of its channel's scale (plus the f16 minimum's and scale's
- * rounding).
+ * rounding), and widens into f64, f16 or bf16 as its f32 values converted
+ * (exactly, or to nearest even), a bool tensor refused without a write.
  *
  * And: a refused attention call writes nothing to out; an accepted one
  * gives bitwise what the same call gives over f32 rows holding the
@@ -179,6 +180,29 @@ static void fuzz_groups(reader *r) {
                 CHECK(fabsf(obuf[at] - fbuf[at]) <= d * 0.5f * (1 + 0x1p-10f) + (fabsf(lo) + levels * d) * 0x1p-10f +
                                                       fabsf(fbuf[at]) * 0x1p-22f);
             }
+    /* the same groups widened into another dtype, C order: the f32 values converted */
+    static const attn_dtype WIDE[4] = {ATTN_F64, ATTN_F16, ATTN_BF16, ATTN_BOOL};
+    static double wide[FLOATS];
+    const attn_dtype wd = WIDE[byte(r) % 4];
+    attn_tensor w;
+    CHECK(attn_tensor_init(&w, wide, wd, rank, sh, NULL, NULL) == ATTN_OK);
+    memset(wide, 0xAA, sizeof wide);
+    st = attn_dequantize(&w, mem, total, fm, &err);
+    if (wd == ATTN_BOOL) {
+        CHECK(st == ATTN_ERR_DTYPE && err.message[0]);
+        for (size_t i = 0; i < sizeof wide; i++) CHECK(((const uint8_t *)wide)[i] == 0xAA);
+        return;
+    }
+    CHECK(st == ATTN_OK);
+    for (int64_t e = 0; e < mats * L * n; e++) {
+        float x = obuf[e * strides[rank - 1]];
+        if (wd == ATTN_F64) CHECK(isnan(x) ? isnan(wide[e]) : wide[e] == (double)x);
+        else {
+            uint16_t h = ((const uint16_t *)wide)[e], want = wd == ATTN_F16 ? attn_f32_to_f16(x) : attn_f32_to_bf16(x);
+            float y = wd == ATTN_F16 ? attn_f16_to_f32(h) : attn_bf16_to_f32(h);
+            CHECK(isnan(x) ? isnan(y) : h == want);
+        }
+    }
 }
 
 /* The block and fp8 formats through the other float dtypes (a third reading

@@ -552,14 +552,19 @@ def env_seeds():
 def kv_pages_seeds():
     """Programs for fuzz_kv_pages (its reader: a pool's description, then
     operations, one byte choosing each and bytes for its arguments)."""
-    def pool(dtype=0, page=0, pages=3, seqs=2, heads=1, e=1, ev=1):
+    def pool(dtype=0, page=0, pages=3, seqs=2, heads=1, e=1, ev=1, window=None):
         # dtype, page size (a byte < 250, then which of 16, 17, 32, 255, 256), pages, sequences,
-        # heads (each a byte < 240, then the value), dims, max_length 0, all the bytes offered
-        return bytes([dtype, 0, page, 0, pages, 0, seqs, 0, heads, e, ev, 0, 0])
+        # heads (each a byte < 240, then the value), dims, max_length 0, no rotation, no scale, for keys
+        # per channel (the top codes 252.., 248.., 244.., 228..) the residual window's byte (9, then which
+        # of 32, 64, 48, -32; else none), all the bytes offered
+        grouped = dtype >> 2 in (63, 62, 61, 57)
+        residual = bytes([9, window]) if window is not None else b"\0" if grouped else b""
+        return bytes([dtype, 0, page, 0, pages, 0, seqs, 0, heads, e, ev, 0, 0, 0]) + residual + b"\0"
     create, fork0, free0 = bytes([0]), bytes([1, 0, 0]), bytes([2, 0, 0])
-    def append(ids, steps, page=16):  # the ids, each sequence's rows, the tensors as given
+    def append(ids, steps, page=16, how=(0, 0)):  # the ids, each sequence's rows, k's and v's tensors (0: as given)
+        # each step: its rows (a byte % (page + 3)), then a byte that is not 9 (9: a fuzzed offset)
         return bytes([4, 0, len(ids)]) + b"".join(bytes([0, i]) for i in ids) + b"\0" + \
-            b"".join(bytes([0, n % (page + 3)]) for n in steps) + bytes([0, 0, 0])
+            b"".join(bytes([n % (page + 3), 0]) for n in steps) + bytes([0, how[0], how[1]])
     gather0, attend = bytes([6, 0, 0, 0]), bytes([7, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0, 2, 1])
     view = bytes([8, 3, 1, 0, 0, 1, 2]) + bytes([0, 1] * 64) + bytes([0, 9, 0, 5]) + bytes([0, 2])
     write("kv_pages", "create_append_fork_append_attend",
@@ -570,11 +575,42 @@ def kv_pages_seeds():
           bytes([3, 0, 1, 5]) + append([1], [4]) + free0 + gather0)
     write("kv_pages", "same_sequence_twice", pool() + create + create + append([1, 1], [2, 2]))
     write("kv_pages", "caller_view", pool(0, 0, 2, 2, 1, 2, 2) + view)
-    # q4c keys with a residual window of 64 (after the pool: no rotation, no scale, the window's byte 9 and
-    # which, all the bytes offered): appends past the window, a fork, both grow, attend, gather
-    window = pool(252, 2, 8, 3, 1, 3, 3) + bytes([0, 9, 1, 0])
+    # q4c keys with a residual window of 64: appends past the window, a fork, both grow, attend, gather
+    window = pool(252, 2, 7, 3, 1, 3, 3, window=1)
     write("kv_pages", "q4c_residual_64_fork_past_window",
-          window + create + append([0], [34, 34, 34, 34], 32) + fork0 + append([0, 1], [34, 34], 32) + attend + gather0)
+          window + create + append([0], [34], 32) + append([0], [34], 32) + append([0], [34], 32) +
+          append([0], [34], 32) + fork0 + append([0, 1], [34, 34], 32) + attend + gather0)
+    # q4c keys, a window of 32: 70 positions (group 1 still in the window, its page's values written),
+    # a fork, then the child's 30 more retire group 1 into the page both hold: the child's copy, and
+    # the parent gathers as before; then the parent's own 30
+    window32 = pool(252, 2, 7, 3, 1, 3, 3, window=0)
+    write("kv_pages", "q4c_residual_32_child_retires_a_shared_group",
+          window32 + create + append([0], [34], 32) + append([0], [34], 32) + append([0], [2], 32) + fork0 +
+          append([1], [30], 32) + append([0], [30], 32) + gather0 + attend)
+    # a caller's view (op 8) of one page of one position: the window's byte, page size, pages, their
+    # fuzzed sizes' bytes, `missing` (4: no lengths, 5: no page table), no rotation, the count (255:
+    # -1), 64 table entries of page 0, a length byte pair each, an even byte (a stride, not offsets), the
+    # table stride's (5: fuzzed, 209 its -1), then the sequence gathered (255: the one past the count)
+    def caller_view(missing=0, count=1, stride=(0, 0, 1), which=0):
+        return bytes([8, 0, 0, 0, 0, 0, missing, 0, count]) + bytes([0, 0] * 64) + \
+            bytes([0, 1] * (count if count < 8 else 0)) + bytes(stride) + bytes([which])
+    for name, v in (("negative_count", caller_view(count=255)), ("no_lengths", caller_view(missing=4)),
+                    ("no_page_table", caller_view(missing=5)), ("negative_stride", caller_view(stride=(0, 5, 209))),
+                    ("gather_past_the_count", caller_view(which=255))):
+        write("kv_pages", "caller_view_" + name, pool(0, 0, 2, 2, 1, 2, 2) + v)
+    # the pool's view written into blocks of each struct_size (the top op codes: a size, a fill byte)
+    write("kv_pages", "view_at_every_struct_size",
+          pool(0, 0, 2, 2, 1, 2, 2) + create + append([0], [5]) + b"".join(bytes([250, i, 0xa5]) for i in range(8)))
+    # pages with each head's pages together (head_major 1): fork, append to both, gather, attend
+    write("kv_pages", "head_major_fork_append", pool(236, 0, 3, 3, 1, 2, 1) + create + append([0], [18]) + fork0 +
+          append([0, 1], [3, 5]) + gather0 + attend)
+    # descriptions to refuse: a bool pool, head_major 2, a window without keys per channel, q4c keys turned
+    for kind, name in ((240, "bool_dtype"), (238, "head_major_2"), (232, "residual_without_key_dtype"),
+                       (228, "q4c_with_hadamard")):
+        write("kv_pages", "refused_" + name, pool(kind) + create)
+    # appends to refuse, the pool as it was: k with a head too many, v a row longer than k
+    write("kv_pages", "append_refused_heads_and_rows",
+          pool() + create + append([0], [3]) + append([0], [4], how=(7, 0)) + append([0], [4], how=(0, 8)) + gather0)
 
 
 # ---------------------------------------------------------------------------
@@ -651,6 +687,22 @@ def api_property_inputs():
     write("quant", "prop_q4_1_flash_widened", quant(5, 2, 3, q41_row, 20, 0x80))
     write("quant", "prop_q8_flash_widened", quant(0, 1, 4, q8_row, 34, 0x81))
     write("quant", "prop_e4m3_decode_widened", quant(2, 2, 2, e4m3_row, 32, 1))
+    # fuzz_quant's keys per channel (its input read again from the start): format byte (odd q4c, even
+    # q2c), rank byte (b % 4 + 1), two leading sizes (b % 2 + 1), positions (b < 150: 32 · (b % 3 + 1)),
+    # channels (b < 150: 4 · (b % 8 + 1)), the last stride 1, 4 bytes a float, the size offered (5: a
+    # byte short), then the dtype the groups widen into (f64, f16, bf16, or bool to refuse)
+    def groups(fmt, rank, lead, pos, chans, offer, wide):
+        shape = ([lead[0] % 2 + 1, lead[1] % 2 + 1] + [32 * (pos % 3 + 1), 4 * (chans % 8 + 1)])[4 - (rank % 4 + 1):]
+        n = 1
+        for x in shape:
+            n *= x
+        floats = b"".join(struct.pack(">f", ((i * 13) % 29 - 14) / 8) for i in range(n))
+        return bytes([fmt, rank, lead[0], lead[1], pos, chans, 0]) + floats + bytes([offer, wide])
+    write("quant", "prop_q4c_groups_a_byte_short", groups(1, 1, (0, 0), 0, 0, 5, 0))
+    write("quant", "prop_q2c_groups_widened_f16", groups(0, 3, (1, 0), 1, 0, 0, 1))
+    write("quant", "prop_q4c_groups_widened_bf16", groups(1, 2, (0, 1), 0, 1, 0, 2))
+    write("quant", "prop_q4c_groups_widened_f64", groups(1, 1, (0, 0), 2, 3, 0, 0))
+    write("quant", "prop_q2c_groups_into_bool_refused", groups(0, 1, (0, 0), 0, 0, 0, 3))
 
 
 def files_under(root):
