@@ -68,10 +68,11 @@
   no MADV_HUGEPAGE, not Linux), forced through stand-in modules: exactly
   the bytes asked, zeroed, writable, and a pool on them storing and
   attending bitwise attn.sdpa.
-- boolean options (hadamard, head_major, return_lse of the pools, caches
-  and plans) refusing anything but a bool or a NumPy bool (TypeError);
-  pool.memory and cache.memory read-only and not reassignable, a cache's
-  view not made writable; a paged plan made without a zeroed q.
+- boolean options (hadamard, head_major, return_lse of the pools, caches,
+  plans, attn.sdpa and attn.sdpa_varlen) refusing anything but a bool or a
+  NumPy bool (TypeError); pool.memory and cache.memory read-only and not
+  reassignable, a cache's view not made writable; a paged plan made
+  without a zeroed q.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import copy
@@ -1758,6 +1759,12 @@ bool_calls = {
     "KVCache_attend_return_lse": lambda x: bc.attend(np.zeros((1, 2, 1, 32), np.float32), return_lse=x),
     "Plan_return_lse": lambda x: attn.Plan(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32),
                                            np.zeros((2, 4, 8), np.float32), return_lse=x),
+    # attn.sdpa and attn.sdpa_varlen read it by truthiness: "no" gave (out, lse)
+    "sdpa_return_lse": lambda x: attn.sdpa(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32),
+                                           np.zeros((2, 4, 8), np.float32), return_lse=x),
+    "sdpa_varlen_return_lse": lambda x: attn.sdpa_varlen(np.zeros((3, 2, 8), np.float32),
+                                                         np.zeros((4, 2, 8), np.float32),
+                                                         np.zeros((4, 2, 8), np.float32), [0, 3], [0, 4], return_lse=x),
 }
 for name, call in bool_calls.items():
     said = []
