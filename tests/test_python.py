@@ -1192,6 +1192,21 @@ for label, L, mk in (("int_mask", None, lambda L: {"attn_mask": torch.ones(L, 5,
     check("torch_size_0_wrong_input_%s_as_on_data" % label,
           said["data"] == said["size_0"] and said["data"] in ("MaskError", "DtypeError", "ShapeError", "RankError",
                                                               "HeadsError"), str(said))
+# A 0 beside a 1, or beside a size it cannot broadcast against: the stand-ins
+# made each 0 a 1, which passed the check, and torch's math then raised its
+# own RuntimeError; the library's error, as on data (E 1 vs 0 as E 2 vs 3).
+for label, shapes, mask, want in (
+        ("E_1_vs_0", ((2, 2, 3, 1), (2, 2, 5, 0), (2, 2, 5, 3)), None, attn.ShapeError),
+        ("S_1_vs_0", ((2, 2, 3, 4), (2, 2, 1, 4), (2, 2, 0, 3)), None, attn.ShapeError),
+        ("batch_3_vs_0", ((3, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 3)), None, attn.BroadcastError),
+        ("mask_rows_0_vs_L_3", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 4)), torch.zeros(0, 0, dtype=torch.bool),
+         attn.MaskError)):
+    try:
+        at.scaled_dot_product_attention(*(torch.randn(*sh, dtype=D) for sh in shapes), attn_mask=mask)
+        said = "no error"
+    except Exception as e:  # noqa: BLE001 -- which error is what is checked
+        said = "%s: %s" % (type(e).__name__, e)
+    check("torch_size_0_%s_is_the_library_error" % label, said.startswith(want.__name__ + ":"), said)
 # dropout_p outside [0, 1] is the library's OptionError whatever the shapes:
 # an input of size 0 went through torch's dropout, which raised
 # RuntimeError for NaN where the same call on data gave OptionError.

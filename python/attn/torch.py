@@ -273,8 +273,10 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
     library's MaskError, DtypeError, RankError or ShapeError: passed or
     failed, and with another error, by the shape alone. Checked by the
     library on stand-ins: each tensor's dtype, device and rank, every 0 made
-    1, and L and S made 1 where the mask agrees with them (a few values, all
-    stride 0: no memory, next to no work)."""
+    one size that no input uses (so a 0 beside a 1 broadcasts, and beside
+    any other size disagrees, as on data), and L and S made 1 where the mask
+    agrees with them (a few values, all stride 0: no memory, next to no
+    work)."""
     def dim(t, i):
         return t.shape[i] if t.dim() >= -i else None
     m = attn_mask
@@ -282,14 +284,27 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
     one_s = S is not None and dim(value, -2) == S and (m is None or dim(m, -1) in (None, S, 1))
     one_l = dim(query, -2) is not None and (m is None or dim(m, -2) in (None, dim(query, -2), 1))
 
-    def stand_in(t, rows_one, cols_one):
-        shape = [max(n, 1) for n in t.shape]
+    # Each 0 becomes one size of at least 2 that no input uses: equal sizes
+    # stay equal, unequal unequal, and a 1 still broadcasts against it (made
+    # 1, a 0 passed beside a 1, or beside a size it cannot broadcast against,
+    # and torch's math then said so in its own words).
+    used = {n for t in (query, key, value, m) if t is not None for n in t.shape}
+    zero = next(n for n in range(2, len(used) + 3) if n not in used)
+    # query heads of 0 over key heads that divide them (_check_gqa let them
+    # through): the key's heads, which group over themselves
+    q_heads = key.shape[-3] if query.dim() >= 3 and key.dim() >= 3 and not query.shape[-3] and key.shape[-3] \
+        else None
+
+    def stand_in(t, rows_one, cols_one, heads=None):
+        shape = [n if n else zero for n in t.shape]
+        if heads is not None:
+            shape[-3] = heads
         if rows_one and t.dim() >= 2:
             shape[-2] = 1
         if cols_one and t.dim() >= 1:
             shape[-1] = 1
         return torch.zeros((), dtype=t.dtype, device=t.device).expand(shape)
-    q, k, v = stand_in(query, one_l, False), stand_in(key, one_s, False), stand_in(value, one_s, False)
+    q, k, v = stand_in(query, one_l, False, q_heads), stand_in(key, one_s, False), stand_in(value, one_s, False)
     mask = stand_in(m, one_l, one_s) if m is not None else None
     try:
         with torch.no_grad():
