@@ -1207,6 +1207,37 @@ for label, shapes, mask, want in (
     except Exception as e:  # noqa: BLE001 -- which error is what is checked
         said = "%s: %s" % (type(e).__name__, e)
     check("torch_size_0_%s_is_the_library_error" % label, said.startswith(want.__name__ + ":"), said)
+# Heads of 0 where torch's math gives an empty output: a query of one head
+# broadcast over keys of 0 heads (HeadsError), and a query of 0 heads over
+# keys of 2 with enable_gqa (repeat_interleave by 0 // 2; a builtin
+# RuntimeError from the matmul of 0 heads by 2). Against torch's matmul math,
+# the keys repeated as torch's enable_gqa repeats them; gradients of zeros.
+def torch_math_heads(q, k, v):
+    if k.shape[-3] and k.shape[-3] != q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))
+    return torch.softmax(q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5, -1) @ v
+
+
+for label, shapes, kw in (("query_1_keys_0", ((2, 1, 3, 4), (2, 0, 5, 4), (2, 0, 5, 3)), {}),
+                          ("query_0_keys_2_gqa", ((2, 0, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3)), {"enable_gqa": True})):
+    hq, hk, hv = (torch.randn(*sh, dtype=D, requires_grad=True) for sh in shapes)
+    try:
+        ho = at.scaled_dot_product_attention(hq, hk, hv, **kw)
+        ho.sum().backward()
+        want = torch_math_heads(hq.detach(), hk.detach(), hv.detach())
+        why = "" if (ho.shape == want.shape == (2, 0, 3, 3) and torch.equal(ho.detach(), want) and
+                     all(t.grad is not None and t.grad.shape == t.shape and not t.grad.any() for t in (hq, hk, hv))) \
+            else "out %s, torch's math %s" % (tuple(ho.shape), tuple(want.shape))
+    except Exception as e:  # noqa: BLE001 -- which error is what is checked
+        why = "%s: %s" % (type(e).__name__, e)
+    check("torch_size_0_heads_%s_as_torch_math" % label, not why, why)
+try:  # without enable_gqa, 0 heads over 2 are still refused, by torch's rule
+    at.scaled_dot_product_attention(torch.randn(2, 0, 3, 4, dtype=D), torch.randn(2, 2, 5, 4, dtype=D),
+                                    torch.randn(2, 2, 5, 3, dtype=D))
+    why = "no error"
+except attn.HeadsError as e:
+    why = "" if "pass enable_gqa=True" in str(e) else str(e)
+check("torch_size_0_heads_query_0_keys_2_needs_enable_gqa", not why, why)
 # dropout_p outside [0, 1] is the library's OptionError whatever the shapes:
 # an input of size 0 went through torch's dropout, which raised
 # RuntimeError for NaN where the same call on data gave OptionError.

@@ -248,8 +248,11 @@ def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
             raise _core.DtypeError("%s is %s: float32, float64, float16 or bfloat16" % (name, t.dtype), 6)
     wide = torch.promote_types(query.dtype, torch.float32)  # CPU matmul of 16-bit types: not in every torch
     q, k, v = (t.to(wide) for t in (query, key, value))
-    if q.dim() >= 3 and k.dim() >= 3 and 0 < k.shape[-3] < q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
-        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))  # GQA, as the library groups
+    # GQA, as the library groups: whenever Hk divides Hq, 0 included (a query
+    # of 0 heads beside keys of 2: no heads, as torch's grouping gives)
+    if q.dim() >= 3 and k.dim() >= 3 and k.shape[-3] and k.shape[-3] != q.shape[-3] and \
+            q.shape[-3] % k.shape[-3] == 0:
+        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))
     s = q @ k.transpose(-2, -1)  # E = 0: zeros, as torch's scaled q and k give (no 0 * inf)
     if q.shape[-1]:
         s = s * (scale if scale is not None else q.shape[-1] ** -0.5)
@@ -340,7 +343,7 @@ def _broadcast_heads(query, key, value):
     if hk != hv and 1 in (hk, hv):
         key, value = (_over_heads(t, max(hk, hv)) if _heads(t) == 1 else t for t in (key, value))
         hk = hv = max(hk, hv)
-    if _heads(query) == 1 and hk > 1:
+    if _heads(query) == 1 and hk != 1:  # over keys of 0 heads too: an empty output, as torch's matmuls give
         query = _over_heads(query, hk)
     return query, key, value
 
@@ -355,7 +358,8 @@ def _check_gqa(query, key, value, enable_gqa):
     for name, t in (("key", key), ("value", value)):
         if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
             # no heads beside a query's heads: hq % 0 raised ZeroDivisionError
-            if not t.shape[-3] or hq % t.shape[-3]:  # enable_gqa would not help: it was offered all the same
+            # (a query of one head broadcasts over them: _broadcast_heads)
+            if (not t.shape[-3] and hq != 1) or (t.shape[-3] and hq % t.shape[-3]):  # enable_gqa would not help: it was offered all the same
                 raise _core.HeadsError("%s has %d heads and query %d: query's heads must be a multiple of %s's"
                                        % (name, t.shape[-3], hq, name), 5)
             if enable_gqa:
