@@ -1177,8 +1177,10 @@ for label, L, mk in (("int_mask", None, lambda L: {"attn_mask": torch.ones(L, 5,
                      ("float32_keys", None, lambda L: {"key": torch.randn(2, 2, 5, 4)}),
                      ("other_E", None, lambda L: {"key": torch.randn(2, 2, 5, 6, dtype=D)}),
                      ("mask_rank_6", None, lambda L: {"attn_mask": torch.ones(1, 1, 1, 2, L, 5, dtype=torch.bool)}),
-                     ("no_key_heads", None, lambda L: {"key": torch.randn(2, 0, 5, 4, dtype=D),
-                                                       "value": torch.randn(2, 0, 5, 3, dtype=D)})):
+                     # key heads of 0 beside a query's 2, as 3 beside 2 on data (0 on both sides
+                     # compared the size-0 path with itself)
+                     ("no_key_heads", None, lambda L: {"key": torch.randn(2, 3 if L else 0, 5, 4, dtype=D),
+                                                       "value": torch.randn(2, 3 if L else 0, 5, 3, dtype=D)})):
     said = {}
     for shape_label, L in (("data", 3), ("size_0", 0)):
         args = {"query": torch.randn(2, 2, L, 4, dtype=D), "key": torch.randn(2, 2, 5, 4, dtype=D),
