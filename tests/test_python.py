@@ -1209,6 +1209,21 @@ for label, shapes, mask, want in (
     except Exception as e:  # noqa: BLE001 -- which error is what is checked
         said = "%s: %s" % (type(e).__name__, e)
     check("torch_size_0_%s_is_the_library_error" % label, said.startswith(want.__name__ + ":"), said)
+# The error says what the check took each size as: "L and S, taken as 1"
+# was said even where the mask kept L, or where the keys' and values' S
+# disagreed and were kept.
+for label, shapes, mask, want in (
+        ("mask_keeps_L", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 4)), torch.zeros(0, 0, dtype=torch.bool),
+         "(checked with each size of 0 taken as 5, S as 1: query (2, 2, 3, 4), key (2, 2, 0, 4), value (2, 2, 0, 4), "
+         "attn_mask (0, 0))"),
+        ("S_kept", ((2, 2, 3, 4), (2, 2, 1, 4), (2, 2, 0, 3)), None,
+         "(checked with each size of 0 taken as 5, L as 1: query (2, 2, 3, 4), key (2, 2, 1, 4), value (2, 2, 0, 3))")):
+    try:
+        at.scaled_dot_product_attention(*(torch.randn(*sh, dtype=D) for sh in shapes), attn_mask=mask)
+        said = "no error"
+    except attn.AttnError as e:
+        said = str(e)
+    check("torch_size_0_error_says_what_was_taken_%s" % label, said.endswith(want), said)
 # Heads of 0 where torch's math gives an empty output: a query of one head
 # broadcast over keys of 0 heads (HeadsError), and a query of 0 heads over
 # keys of 2 with enable_gqa (repeat_interleave by 0 // 2; a builtin

@@ -316,8 +316,12 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
         if (q.shape, k.shape, v.shape, None if m is None else mask.shape) == \
                 (query.shape, key.shape, value.shape, None if m is None else m.shape):
             raise
-        raise type(e)("%s (checked with each size of 0, and L and S, taken as 1: query %s, key %s, value %s%s)"
-                      % (e, tuple(query.shape), tuple(key.shape), tuple(value.shape),
+        # what was taken for what: L and S are made 1 only where the inputs agree on them
+        taken = "each size of 0 taken as %d%s%s" % (zero, "".join(", %s as 1" % n for n, one in (("L", one_l),
+                                                                                              ("S", one_s)) if one),
+                                                     ", query's heads as key's" if q_heads is not None else "")
+        raise type(e)("%s (checked with %s: query %s, key %s, value %s%s)"
+                      % (e, taken, tuple(query.shape), tuple(key.shape), tuple(value.shape),
                          "" if m is None else ", attn_mask %s" % (tuple(m.shape),)), e.status) from None
 
 
