@@ -68,10 +68,11 @@
   no MADV_HUGEPAGE, not Linux), forced through stand-in modules: exactly
   the bytes asked, zeroed, writable, and a pool on them storing and
   attending bitwise attn.sdpa.
-- boolean options (hadamard, head_major, return_lse of the pools, caches
-  and plans) refusing anything but a bool or a NumPy bool (TypeError);
-  pool.memory and cache.memory read-only and not reassignable, a cache's
-  view not made writable; a paged plan made without a zeroed q.
+- boolean options (hadamard, head_major, return_lse of the pools, caches,
+  plans, attn.sdpa and attn.sdpa_varlen) refusing anything but a bool or a
+  NumPy bool (TypeError); pool.memory, cache.memory and a plan's memory
+  read-only and not reassignable, a cache's view not made writable; a
+  paged plan made without a zeroed q.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import copy
@@ -1758,6 +1759,12 @@ bool_calls = {
     "KVCache_attend_return_lse": lambda x: bc.attend(np.zeros((1, 2, 1, 32), np.float32), return_lse=x),
     "Plan_return_lse": lambda x: attn.Plan(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32),
                                            np.zeros((2, 4, 8), np.float32), return_lse=x),
+    # attn.sdpa and attn.sdpa_varlen read it by truthiness: "no" gave (out, lse)
+    "sdpa_return_lse": lambda x: attn.sdpa(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32),
+                                           np.zeros((2, 4, 8), np.float32), return_lse=x),
+    "sdpa_varlen_return_lse": lambda x: attn.sdpa_varlen(np.zeros((3, 2, 8), np.float32),
+                                                         np.zeros((4, 2, 8), np.float32),
+                                                         np.zeros((4, 2, 8), np.float32), [0, 3], [0, 4], return_lse=x),
 }
 for name, call in bool_calls.items():
     said = []
@@ -1775,7 +1782,11 @@ for name, call in bool_calls.items():
 # pool.memory and cache.memory are the library's bytes: read-only from
 # Python (a write corrupted the pages, tables and counts), and not
 # reassignable; reading them (bytes, address, sharing with a view) is as before.
-for label, obj in (("pool", bp), ("cache", bc)):
+# A plan's memory (attn.Plan, KVPages.plan) alike: it was a plain attribute,
+# writable, and another array put in its place let the plan's bytes go.
+mq, mk, mv = (rng.standard_normal(sh).astype(np.float32) for sh in ((2, 3, 8), (2, 4, 8), (2, 4, 8)))
+mplan, mpaged = attn.Plan(mq, mk, mv), bp.plan([bseq], [1], 2)
+for label, obj in (("pool", bp), ("cache", bc), ("plan", mplan), ("paged_plan", mpaged)):
     why = []
     held = obj.memory.tobytes()
     try:
@@ -1791,6 +1802,12 @@ for label, obj in (("pool", bp), ("cache", bc)):
     if obj.memory.tobytes() != held or obj.memory.dtype != np.uint8:
         why.append("the bytes changed")
     check("%s_memory_read_only" % label, not why, ", ".join(why))
+try:  # the plans still run, bitwise the unplanned calls
+    why = "" if (np.array_equal(mplan.run(mq, mk, mv), attn.sdpa(mq, mk, mv)) and
+                 np.array_equal(mpaged.run(bq), bp.attend(bseq, bq))) else "not the unplanned calls' outputs"
+except attn.AttnError as e:  # a plan whose bytes were written or let go
+    why = "%s: %s" % (type(e).__name__, e)
+check("plans_run_after_memory_refused", not why, why)
 fc = attn.KVCache(batch=1, heads=2, capacity=4, key_dim=8)
 fc.append(np.ones((1, 2, 2, 8), np.float32), np.ones((1, 2, 2, 8), np.float32))
 vk, _ = fc.view()

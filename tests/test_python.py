@@ -1177,8 +1177,10 @@ for label, L, mk in (("int_mask", None, lambda L: {"attn_mask": torch.ones(L, 5,
                      ("float32_keys", None, lambda L: {"key": torch.randn(2, 2, 5, 4)}),
                      ("other_E", None, lambda L: {"key": torch.randn(2, 2, 5, 6, dtype=D)}),
                      ("mask_rank_6", None, lambda L: {"attn_mask": torch.ones(1, 1, 1, 2, L, 5, dtype=torch.bool)}),
-                     ("no_key_heads", None, lambda L: {"key": torch.randn(2, 0, 5, 4, dtype=D),
-                                                       "value": torch.randn(2, 0, 5, 3, dtype=D)})):
+                     # key heads of 0 beside a query's 2, as 3 beside 2 on data (0 on both sides
+                     # compared the size-0 path with itself)
+                     ("no_key_heads", None, lambda L: {"key": torch.randn(2, 3 if L else 0, 5, 4, dtype=D),
+                                                       "value": torch.randn(2, 3 if L else 0, 5, 3, dtype=D)})):
     said = {}
     for shape_label, L in (("data", 3), ("size_0", 0)):
         args = {"query": torch.randn(2, 2, L, 4, dtype=D), "key": torch.randn(2, 2, 5, 4, dtype=D),
@@ -1192,6 +1194,67 @@ for label, L, mk in (("int_mask", None, lambda L: {"attn_mask": torch.ones(L, 5,
     check("torch_size_0_wrong_input_%s_as_on_data" % label,
           said["data"] == said["size_0"] and said["data"] in ("MaskError", "DtypeError", "ShapeError", "RankError",
                                                               "HeadsError"), str(said))
+# A 0 beside a 1, or beside a size it cannot broadcast against: the stand-ins
+# made each 0 a 1, which passed the check, and torch's math then raised its
+# own RuntimeError; the library's error, as on data (E 1 vs 0 as E 2 vs 3).
+for label, shapes, mask, want in (
+        ("E_1_vs_0", ((2, 2, 3, 1), (2, 2, 5, 0), (2, 2, 5, 3)), None, attn.ShapeError),
+        ("S_1_vs_0", ((2, 2, 3, 4), (2, 2, 1, 4), (2, 2, 0, 3)), None, attn.ShapeError),
+        ("batch_3_vs_0", ((3, 2, 3, 4), (0, 2, 5, 4), (0, 2, 5, 3)), None, attn.BroadcastError),
+        ("mask_rows_0_vs_L_3", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 4)), torch.zeros(0, 0, dtype=torch.bool),
+         attn.MaskError)):
+    try:
+        at.scaled_dot_product_attention(*(torch.randn(*sh, dtype=D) for sh in shapes), attn_mask=mask)
+        said = "no error"
+    except Exception as e:  # noqa: BLE001 -- which error is what is checked
+        said = "%s: %s" % (type(e).__name__, e)
+    check("torch_size_0_%s_is_the_library_error" % label, said.startswith(want.__name__ + ":"), said)
+# The error says what the check took each size as: "L and S, taken as 1"
+# was said even where the mask kept L, or where the keys' and values' S
+# disagreed and were kept.
+for label, shapes, mask, want in (
+        ("mask_keeps_L", ((2, 2, 3, 4), (2, 2, 0, 4), (2, 2, 0, 4)), torch.zeros(0, 0, dtype=torch.bool),
+         "(checked with each size of 0 taken as 5, S as 1: query (2, 2, 3, 4), key (2, 2, 0, 4), value (2, 2, 0, 4), "
+         "attn_mask (0, 0))"),
+        ("S_kept", ((2, 2, 3, 4), (2, 2, 1, 4), (2, 2, 0, 3)), None,
+         "(checked with each size of 0 taken as 5, L as 1: query (2, 2, 3, 4), key (2, 2, 1, 4), value (2, 2, 0, 3))")):
+    try:
+        at.scaled_dot_product_attention(*(torch.randn(*sh, dtype=D) for sh in shapes), attn_mask=mask)
+        said = "no error"
+    except attn.AttnError as e:
+        said = str(e)
+    check("torch_size_0_error_says_what_was_taken_%s" % label, said.endswith(want), said)
+# Heads of 0 where torch's math gives an empty output: a query of one head
+# broadcast over keys of 0 heads (HeadsError), and a query of 0 heads over
+# keys of 2 with enable_gqa (repeat_interleave by 0 // 2; a builtin
+# RuntimeError from the matmul of 0 heads by 2). Against torch's matmul math,
+# the keys repeated as torch's enable_gqa repeats them; gradients of zeros.
+def torch_math_heads(q, k, v):
+    if k.shape[-3] and k.shape[-3] != q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))
+    return torch.softmax(q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5, -1) @ v
+
+
+for label, shapes, kw in (("query_1_keys_0", ((2, 1, 3, 4), (2, 0, 5, 4), (2, 0, 5, 3)), {}),
+                          ("query_0_keys_2_gqa", ((2, 0, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3)), {"enable_gqa": True})):
+    hq, hk, hv = (torch.randn(*sh, dtype=D, requires_grad=True) for sh in shapes)
+    try:
+        ho = at.scaled_dot_product_attention(hq, hk, hv, **kw)
+        ho.sum().backward()
+        want = torch_math_heads(hq.detach(), hk.detach(), hv.detach())
+        why = "" if (ho.shape == want.shape == (2, 0, 3, 3) and torch.equal(ho.detach(), want) and
+                     all(t.grad is not None and t.grad.shape == t.shape and not t.grad.any() for t in (hq, hk, hv))) \
+            else "out %s, torch's math %s" % (tuple(ho.shape), tuple(want.shape))
+    except Exception as e:  # noqa: BLE001 -- which error is what is checked
+        why = "%s: %s" % (type(e).__name__, e)
+    check("torch_size_0_heads_%s_as_torch_math" % label, not why, why)
+try:  # without enable_gqa, 0 heads over 2 are still refused, by torch's rule
+    at.scaled_dot_product_attention(torch.randn(2, 0, 3, 4, dtype=D), torch.randn(2, 2, 5, 4, dtype=D),
+                                    torch.randn(2, 2, 5, 3, dtype=D))
+    why = "no error"
+except attn.HeadsError as e:
+    why = "" if "pass enable_gqa=True" in str(e) else str(e)
+check("torch_size_0_heads_query_0_keys_2_needs_enable_gqa", not why, why)
 # dropout_p outside [0, 1] is the library's OptionError whatever the shapes:
 # an input of size 0 went through torch's dropout, which raised
 # RuntimeError for NaN where the same call on data gave OptionError.

@@ -510,6 +510,7 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, return_lse=False, dropout
     the probabilities and v rounded to bf16, sums in float32; float32
     only). The other calls (sdpa_backward, sdpa_varlen and its backward,
     Plan, KVPages.attend and plan) take them by the same keywords."""
+    return_lse = _bool(return_lse, "return_lse")  # by truthiness, "no" returned (out, lse), as Plan refuses it
     q, work = _query(q)
     k, v = _keys_values(k, v, q, work)
     m, mv = _mask(mask, work)
@@ -667,6 +668,7 @@ def sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, masks=None, causal=False, s
     alibi_slopes, window, sinks, rope, compute) as sdpa takes them, for every
     sequence."""
     q, work = _query(q)
+    return_lse = _bool(return_lse, "return_lse")  # by truthiness, "no" returned (out, lse), as Plan refuses it
     k, v = _keys_values(k, v, q, work)
     cq, ck = _offsets(cu_seqlens_q, "cu_seqlens_q"), _offsets(cu_seqlens_k, "cu_seqlens_k")
     if cq.size != ck.size:

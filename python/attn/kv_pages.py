@@ -644,7 +644,8 @@ class PagedPlan(_Pinned):
         self.masks = _varlen_masks(masks, self.n, np.float32, copy=True)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
-        self.memory = np.zeros(size.value, np.uint8)
+        self._memory = np.zeros(size.value, np.uint8)  # the plan's bytes: the library writes them by address
+        self._memory.flags.writeable = False
         # q_dtype checked as attend checks a q (on no rows), and the planned q:
         # the plan reads its layout only, never its data, so np.empty (a batch's
         # q of zeros was written just to make the plan)
@@ -654,13 +655,17 @@ class PagedPlan(_Pinned):
         lse = np.empty(self.out_shape[:2], np.float32) if return_lse else None
         self._offsets = _i64s(self.cu, "q_lengths' offsets")
         plan = ctypes.c_void_p()
-        raise_for(LIB.attn_kv_paged_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
+        raise_for(LIB.attn_kv_paged_plan_init(ctypes.byref(plan), self._memory.ctypes.data, size.value,
                                               ctypes.byref(ws), _view(out), _view(lse) if lse is not None else None,
                                               _view(q), self._offsets, ctypes.byref(w), self.masks[2],
                                               ctypes.byref(self.options), err), err)
         self._plan = plan
         self.workspace = np.zeros(max(ws.value, 1), np.uint8)
         self._lock = threading.Lock()  # runs take turns: each points the plan at its arrays, in one workspace
+
+    memory = property(lambda self: self._memory, doc="The plan's bytes (uint8), read-only, as pool.memory: the "
+                      "library's plan, changed by the library only (a write from Python, or another array put in "
+                      "its place, corrupted or lost it).")
 
     def run(self, q, pool=None):
         """Attention of q (total, num_heads, key_dim), of the plan's

@@ -69,7 +69,8 @@ class Plan(_Pinned):
         self.out_shape, self.dtype, self.lse_dtype, self.return_lse = shape, q.dtype, work, return_lse
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), batch, err), err)
-        self.memory = np.zeros(size.value, np.uint8)
+        self._memory = np.zeros(size.value, np.uint8)  # the plan's bytes: the library writes them by address
+        self._memory.flags.writeable = False
         out = np.empty(shape, q.dtype)
         lse = np.empty(shape[:-1], work) if return_lse else None
         self._views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]
@@ -77,12 +78,12 @@ class Plan(_Pinned):
         plan = ctypes.c_void_p()
         if self.varlen:
             i64p = ctypes.POINTER(ctypes.c_int64)
-            raise_for(LIB.attn_sdpa_varlen_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
+            raise_for(LIB.attn_sdpa_varlen_plan_init(ctypes.byref(plan), self._memory.ctypes.data, size.value,
                                                      ctypes.byref(ws), ov, lv, qv, kv, vv,
                                                      self.cq.ctypes.data_as(i64p), self.ck.ctypes.data_as(i64p), batch,
                                                      self.masks[2], ctypes.byref(self.options), err), err)
         else:
-            raise_for(LIB.attn_sdpa_plan_init(ctypes.byref(plan), self.memory.ctypes.data, size.value,
+            raise_for(LIB.attn_sdpa_plan_init(ctypes.byref(plan), self._memory.ctypes.data, size.value,
                                               ctypes.byref(ws), ov, lv, qv, kv, vv, ctypes.byref(self.options), err),
                       err)
         self._plan = plan
@@ -91,6 +92,10 @@ class Plan(_Pinned):
         # the one workspace: two threads running it at once got each other's
         # rows, silently.
         self._lock = threading.Lock()
+
+    memory = property(lambda self: self._memory, doc="The plan's bytes (uint8), read-only, as pool.memory: the "
+                      "library's plan, changed by the library only (a write from Python, or another array put in "
+                      "its place, corrupted or lost it).")
 
     def run(self, q, k, v):
         """out for these q, k, v (laid out as the plan's), and lse when the

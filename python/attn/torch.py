@@ -248,8 +248,11 @@ def _empty_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale):
             raise _core.DtypeError("%s is %s: float32, float64, float16 or bfloat16" % (name, t.dtype), 6)
     wide = torch.promote_types(query.dtype, torch.float32)  # CPU matmul of 16-bit types: not in every torch
     q, k, v = (t.to(wide) for t in (query, key, value))
-    if q.dim() >= 3 and k.dim() >= 3 and 0 < k.shape[-3] < q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
-        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))  # GQA, as the library groups
+    # GQA, as the library groups: whenever Hk divides Hq, 0 included (a query
+    # of 0 heads beside keys of 2: no heads, as torch's grouping gives)
+    if q.dim() >= 3 and k.dim() >= 3 and k.shape[-3] and k.shape[-3] != q.shape[-3] and \
+            q.shape[-3] % k.shape[-3] == 0:
+        k, v = (t.repeat_interleave(q.shape[-3] // k.shape[-3], -3) for t in (k, v))
     s = q @ k.transpose(-2, -1)  # E = 0: zeros, as torch's scaled q and k give (no 0 * inf)
     if q.shape[-1]:
         s = s * (scale if scale is not None else q.shape[-1] ** -0.5)
@@ -273,8 +276,10 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
     library's MaskError, DtypeError, RankError or ShapeError: passed or
     failed, and with another error, by the shape alone. Checked by the
     library on stand-ins: each tensor's dtype, device and rank, every 0 made
-    1, and L and S made 1 where the mask agrees with them (a few values, all
-    stride 0: no memory, next to no work)."""
+    one size that no input uses (so a 0 beside a 1 broadcasts, and beside
+    any other size disagrees, as on data), and L and S made 1 where the mask
+    agrees with them (a few values, all stride 0: no memory, next to no
+    work)."""
     def dim(t, i):
         return t.shape[i] if t.dim() >= -i else None
     m = attn_mask
@@ -282,14 +287,27 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
     one_s = S is not None and dim(value, -2) == S and (m is None or dim(m, -1) in (None, S, 1))
     one_l = dim(query, -2) is not None and (m is None or dim(m, -2) in (None, dim(query, -2), 1))
 
-    def stand_in(t, rows_one, cols_one):
-        shape = [max(n, 1) for n in t.shape]
+    # Each 0 becomes one size of at least 2 that no input uses: equal sizes
+    # stay equal, unequal unequal, and a 1 still broadcasts against it (made
+    # 1, a 0 passed beside a 1, or beside a size it cannot broadcast against,
+    # and torch's math then said so in its own words).
+    used = {n for t in (query, key, value, m) if t is not None for n in t.shape}
+    zero = next(n for n in range(2, len(used) + 3) if n not in used)
+    # query heads of 0 over key heads that divide them (_check_gqa let them
+    # through): the key's heads, which group over themselves
+    q_heads = key.shape[-3] if query.dim() >= 3 and key.dim() >= 3 and not query.shape[-3] and key.shape[-3] \
+        else None
+
+    def stand_in(t, rows_one, cols_one, heads=None):
+        shape = [n if n else zero for n in t.shape]
+        if heads is not None:
+            shape[-3] = heads
         if rows_one and t.dim() >= 2:
             shape[-2] = 1
         if cols_one and t.dim() >= 1:
             shape[-1] = 1
         return torch.zeros((), dtype=t.dtype, device=t.device).expand(shape)
-    q, k, v = stand_in(query, one_l, False), stand_in(key, one_s, False), stand_in(value, one_s, False)
+    q, k, v = stand_in(query, one_l, False, q_heads), stand_in(key, one_s, False), stand_in(value, one_s, False)
     mask = stand_in(m, one_l, one_s) if m is not None else None
     try:
         with torch.no_grad():
@@ -298,8 +316,12 @@ def _check_empty(query, key, value, attn_mask, is_causal, scale):
         if (q.shape, k.shape, v.shape, None if m is None else mask.shape) == \
                 (query.shape, key.shape, value.shape, None if m is None else m.shape):
             raise
-        raise type(e)("%s (checked with each size of 0, and L and S, taken as 1: query %s, key %s, value %s%s)"
-                      % (e, tuple(query.shape), tuple(key.shape), tuple(value.shape),
+        # what was taken for what: L and S are made 1 only where the inputs agree on them
+        taken = "each size of 0 taken as %d%s%s" % (zero, "".join(", %s as 1" % n for n, one in (("L", one_l),
+                                                                                              ("S", one_s)) if one),
+                                                     ", query's heads as key's" if q_heads is not None else "")
+        raise type(e)("%s (checked with %s: query %s, key %s, value %s%s)"
+                      % (e, taken, tuple(query.shape), tuple(key.shape), tuple(value.shape),
                          "" if m is None else ", attn_mask %s" % (tuple(m.shape),)), e.status) from None
 
 
@@ -325,7 +347,7 @@ def _broadcast_heads(query, key, value):
     if hk != hv and 1 in (hk, hv):
         key, value = (_over_heads(t, max(hk, hv)) if _heads(t) == 1 else t for t in (key, value))
         hk = hv = max(hk, hv)
-    if _heads(query) == 1 and hk > 1:
+    if _heads(query) == 1 and hk != 1:  # over keys of 0 heads too: an empty output, as torch's matmuls give
         query = _over_heads(query, hk)
     return query, key, value
 
@@ -340,7 +362,8 @@ def _check_gqa(query, key, value, enable_gqa):
     for name, t in (("key", key), ("value", value)):
         if t.dim() >= 3 and t.shape[-3] not in (hq, 1):
             # no heads beside a query's heads: hq % 0 raised ZeroDivisionError
-            if not t.shape[-3] or hq % t.shape[-3]:  # enable_gqa would not help: it was offered all the same
+            # (a query of one head broadcasts over them: _broadcast_heads)
+            if (not t.shape[-3] and hq != 1) or (t.shape[-3] and hq % t.shape[-3]):  # enable_gqa would not help: it was offered all the same
                 raise _core.HeadsError("%s has %d heads and query %d: query's heads must be a multiple of %s's"
                                        % (name, t.shape[-3], hq, name), 5)
             if enable_gqa:
