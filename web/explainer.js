@@ -863,6 +863,25 @@ function showBars(c, i) {
   box.replaceChildren(Object.assign(document.createElement('p'), { textContent: `How "${t[i]}" splits its attention:` }), ...rows);
 }
 
+// What a row of weights makes of the values, in words that follow its numbers
+// as shown (whole percents, as pct writes them): "mostly" only where the largest
+// shows over 50% (0.502 shows 50%); a tie named as one; "the rest" only where
+// the other words' weight shows more than 0% (not for a causal row's first word,
+// which takes all of itself, nor for a tie that takes everything).
+function outputBlend(row, s) {
+  const shown = (w) => Number((100 * w).toFixed(0));
+  const best = Math.max(...row), j = row.indexOf(best), tie = (w) => Math.abs(w - best) < 1e-9;
+  const ties = s.filter((_, k) => tie(row[k]));
+  const rest = shown(row.reduce((a, w) => a + (tie(w) ? 0 : w), 0)) > 0;
+  if (ties.length > 1) {
+    return rest ? `takes equal largest parts from the values of ${ties.join(' and ')} (weight ${pct(best)} each), and the rest from the other words`
+      : `is an equal blend of the values of ${ties.join(' and ')} (weight ${pct(best)} each)`;
+  }
+  if (!rest) return `is the value of ${s[j]} (weight ${pct(best)})`;
+  return shown(best) > 50 ? `is mostly the value of ${s[j]} (weight ${pct(best)}), plus a little of everything else`
+    : `takes its largest part from the value of ${s[j]} (weight ${pct(best)}), and the rest from the other words`;
+}
+
 defineStep('output', {
   results: ['output'],
   key: (c) => JSON.stringify([c.t, c.s, c.r.weights, c.r.V, c.r.output]),
@@ -876,14 +895,9 @@ defineStep('output', {
         lines: [`output[${t[i]}, ${vcols[j]}] = weights[${t[i]}] · V[·, ${vcols[j]}] = ` + sumText(r.weights[i].map((w, k) => [w, r.V[k][j]]), r.output[i][j])],
         marks: [['weights@output', { row: i }], ['V@output', { col: j }]] })],
     ]);
-    const { i, j } = asker(c);
-    // "Mostly" only where the largest weight is over a half; a tie is named as one.
-    const best = r.weights[i][j], ties = r.weights[i].map((w, k) => (Math.abs(w - best) < 1e-9 ? s[k] : null)).filter((x) => x);
-    const blend = ties.length > 1 ? `takes equal largest parts from the values of ${ties.join(' and ')} (weight ${pct(best)} each), and the rest from the other words`
-      : best > 0.5 ? `is mostly the value of ${s[j]} (weight ${pct(best)}), plus a little of everything else`
-        : `takes its largest part from the value of ${s[j]} (weight ${pct(best)}), and the rest from the other words`;
+    const { i } = asker(c);
     document.getElementById('output-story').textContent =
-      `So the new vector for ${t[i]} ${blend}. Each word has gathered information from the words that matter to it.`;
+      `So the new vector for ${t[i]} ${outputBlend(r.weights[i], s)}. Each word has gathered information from the words that matter to it.`;
   },
 });
 

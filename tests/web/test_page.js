@@ -1065,20 +1065,39 @@ async function gradientWordsFollowTheRow(browser) {
   await context.close();
 }
 
-// The output step's sentence against the weights it names: "mostly the value of
-// cat" only where cat's weight is over a half (sat gives cat 40% on the default
-// sentence, 67% without the division), and a tie named as one.
+// The output step's sentence against the weights as shown (whole percents):
+// "mostly the value of cat" only where cat's shown weight is over 50% and the
+// others' more than 0% (sat gives
+// cat 40% on the default sentence, 67% without the division; 50.2% shows as
+// 50%), a tie named as one, and "the rest" or "a little of everything else"
+// only where the other words' weight shows as more than 0% (not for one word,
+// nor for a causal row's first word, nor for a tie of two words that takes it all).
 async function outputStoryFollowsWeights(browser) {
   const context = await browser.newContext({ viewport: VIEWPORTS.wide });
   const p = await context.newPage();
   const wrong = [];
-  for (const hash of ['', '#noscale=1', '#s=my+dog+chased+a+ball+in+the+park', '#s=the+big+red+ball&head=random', '#s=a+dog+and+a+cat', '#s=the+cat']) {
+  const check = (what, story, row) => {
+    const shown = (w) => Number((100 * w).toFixed(0));
+    const best = Math.max(...row), ties = row.filter((w) => Math.abs(w - best) < 1e-9).length;
+    const rest = shown(row.reduce((a, w) => a + (Math.abs(w - best) < 1e-9 ? 0 : w), 0));
+    const shares = [...story.matchAll(/(\d+)%/g)].map((x) => Number(x[1]));
+    if (!shares.length) wrong.push(`${what}: no weight named in "${story}"`);
+    else if (shares[0] !== shown(best)) wrong.push(`${what}: names ${shares[0]}%, the largest weight shows as ${shown(best)}%: "${story}"`);
+    else if (/mostly/.test(story) !== (shares[0] > 50 && rest > 0)) wrong.push(`${what}: "${story}"`);
+    else if (/equal/.test(story) !== ties > 1) wrong.push(`${what}: ${ties} equal largest, "${story}"`);
+    else if (/the rest|everything else/.test(story) !== rest > 0) wrong.push(`${what}: the other words show ${rest}%, "${story}"`);
+  };
+  for (const hash of ['', '#noscale=1', '#s=my+dog+chased+a+ball+in+the+park', '#s=the+big+red+ball&head=random', '#s=a+dog+and+a+cat', '#s=the+cat',
+    '#s=cat', '#s=sat+on+the+mat&causal=1', '#s=cat+cat']) {
     await p.goto(PAGE + hash);
     await settled(p);
-    const story = await p.evaluate(() => document.getElementById('output-story').textContent);
-    const shares = [...story.matchAll(/(\d+)%/g)].map((x) => Number(x[1]));
-    if (!shares.length) wrong.push(`${hash}: no weight named in "${story}"`);
-    else if (/mostly/.test(story) !== shares[0] > 50) wrong.push(`${hash}: "${story}"`);
+    const [story, row] = await p.evaluate(() => [document.getElementById('output-story').textContent, attnLast.weights[asker(ctx()).i]]);
+    check(hash || 'default', story, row);
+  }
+  // Rows the sentences above do not give, through the same words.
+  for (const row of [[0.502, 0.3, 0.198], [0.5, 0.5], [0.996, 0.004], [1 / 3, 1 / 3, 1 / 3], [0.499, 0.499, 0.002], [0.4, 0.35, 0.25]]) {
+    const story = await p.evaluate((row) => outputBlend(row, row.map((_, k) => `w${k}`)), row);
+    check(JSON.stringify(row), story, row);
   }
   report('output_story_follows_weights', wrong.length === 0, wrong.join('; '));
   await context.close();
