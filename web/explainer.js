@@ -1438,8 +1438,13 @@ function update(typing = false) {
 function renderStories(c) {
   const { r, t, s } = c;
   const { i, other: j } = asker(c);
-  if (c.cross || i === j) {
-    document.getElementById('two-story').textContent = 'A verb can look hard at its subject while the subject barely looks back.';
+  // No pair to compare: the verb and its subject are not claimed here either.
+  if (c.cross) {
+    document.getElementById('two-story').textContent = `With cross-attention the sentence's words look at the source's, which do not look back: ${t[i]} looks at ${s[j]} with score ${fmt(r.scores[i][j])}, and nothing here compares the two directions.`;
+    return;
+  }
+  if (i === j) {
+    document.getElementById('two-story').textContent = `With one word there is no pair: ${t[i]} looks only at itself, with score ${fmt(r.scores[i][i])}.`;
     return;
   }
   // The verb and its subject only where the pair is one: a verb looking at a
