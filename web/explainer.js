@@ -1891,15 +1891,36 @@ async function backToPlace() {
   if (!el || el.parentElement !== document.querySelector('main')) return;
   // Until it stays put: the parts drawn on arrival (and the second part's, whose
   // numbers come a few tasks later) take other heights than the ones guessed.
+  // The reader comes first: their wheel, touch or key, or a scroll this loop did
+  // not make (the scrollbar), ends it where they went. So does a place the scroll
+  // cannot reach once the page is drawn (it ends first): a move that moves nothing.
   const frames = () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const drawn = () => document.body.dataset.rendered === '1';
+  let reader = false;
+  const readerMoves = () => { reader = true; };
+  const events = ['wheel', 'touchstart', 'keydown', 'mousedown'];
+  for (const e of events) addEventListener(e, readerMoves, { capture: true, passive: true });
+  // The browser's scroll anchoring would move the scroll too, as the parts above
+  // are drawn (on a phone by a screen and more, away from the place): off until
+  // the place is back, so that a scroll this loop did not make is the reader's.
+  const root = document.scrollingElement, anchoring = root.style.overflowAnchor;
+  root.style.overflowAnchor = 'none';
   const until = performance.now() + 3000;
-  for (let moved = Infinity; moved > 1 && performance.now() < until;) {
-    const r = el.getBoundingClientRect(), by = r.top + place.into * r.height;
-    scrollTo(0, scrollY + by);
-    moved = Math.abs(by);
-    await frames();
-    while (document.body.dataset.rendered !== '1' && performance.now() < until) await new Promise((done) => setTimeout(done, 20));
-    await frames();
+  try {
+    for (let set = null; !reader && performance.now() < until;) {
+      if (set !== null && Math.abs(scrollY - set) > 1) break; // not this loop's scroll
+      const r = el.getBoundingClientRect(), by = r.top + place.into * r.height, from = scrollY;
+      scrollTo(0, from + by);
+      set = scrollY;
+      if (Math.abs(by) <= 1 && drawn()) break;
+      if (Math.abs(set - from) <= 1 && drawn()) break; // as near as the page's end lets it
+      await frames();
+      while (!drawn() && !reader && performance.now() < until) await new Promise((done) => setTimeout(done, 20));
+      await frames();
+    }
+  } finally {
+    root.style.overflowAnchor = anchoring;
+    for (const e of events) removeEventListener(e, readerMoves, { capture: true });
   }
 }
 

@@ -1170,6 +1170,64 @@ async function reloadKeepsPlace(browser) {
   report('reload_keeps_place', wrong.length === 0, wrong.join('; '));
 }
 
+// The place taken back after a reload gives way to the reader: one who scrolls
+// while the page is still drawing (here to 200 px, with the scrollbar, right
+// after the page's first move) stays where they went, not pulled back to the
+// step for the next 3 s. And a place the scroll cannot reach (the page ends
+// first) is given up once the page is drawn, not tried again for 3 s before the
+// page is ready: it took 3 s and some 40 moves.
+async function reloadGivesWayToTheReader(browser) {
+  const wrong = [];
+  // The page's moves of the scroll, and the reader's, from the start of each load.
+  const watchScrolls = () => {
+    const own = window.scrollTo;
+    window.attnMoves = [];
+    window.scrollTo = function (...a) {
+      own.apply(this, a);
+      attnMoves.push(Math.round(performance.now()));
+      const to = sessionStorage.getItem('reader-goes-to');
+      if (attnMoves.length === 1 && to) setTimeout(() => { document.scrollingElement.scrollTop = Number(to); }, 0);
+    };
+  };
+  for (const vp of [{ width: 360, height: 740 }, VIEWPORTS.wide]) {
+    const context = await browser.newContext({ viewport: vp });
+    const p = await context.newPage();
+    await p.addInitScript(watchScrolls);
+    await p.goto(PAGE);
+    await settled(p);
+    await scrollStep(p, 'weights', 0.3);
+    await settled(p);
+    await p.evaluate(() => sessionStorage.setItem('reader-goes-to', '200'));
+    await p.reload();
+    await settled(p);
+    await p.waitForTimeout(300);
+    const [y, moves] = await p.evaluate(() => [scrollY, attnMoves.length]);
+    if (moves < 1) wrong.push(`${vp.width}px: the reload did not go back to the step`);
+    else if (Math.abs(y - 200) > 40) wrong.push(`${vp.width}px: the reader scrolled to 200 px, the page took them to ${y} px`);
+    await context.close();
+  }
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  await p.addInitScript(watchScrolls);
+  await p.goto(PAGE);
+  await settled(p);
+  // Read at the page's end; the place kept is most of the way into its last
+  // part, below where the scroll can go.
+  await p.evaluate(() => {
+    scrollTo(0, document.documentElement.scrollHeight);
+    const last = [...document.querySelectorAll('main > [id]')].pop().id;
+    addEventListener('pagehide', () => sessionStorage.setItem('attn-explainer-place', JSON.stringify({ id: last, into: 0.99 })));
+  });
+  await p.reload();
+  await waitFor(p, 'reload_gives_way_to_the_reader', () => document.body.dataset.ready === '1', null, 20000);
+  const [moves, ready, end] = await p.evaluate(() => [attnMoves, Math.round(performance.now()),
+    Math.abs(scrollY + innerHeight - document.documentElement.scrollHeight) < 2]);
+  if (!end) wrong.push('an unreachable place: the scroll is not at the page\'s end');
+  if (moves.length > 4) wrong.push(`an unreachable place: ${moves.length} moves over ${moves[moves.length - 1] - moves[0]} ms, ready at ${ready} ms`);
+  await context.close();
+  report('reload_gives_way_to_the_reader', wrong.length === 0, wrong.join('; '));
+}
+
 // The scores step's "a word can look hard at another that barely looks back",
 // only beside a pair that does: sat → cat 1.920 against 0.020, not the random
 // head's sat → the₁ 0.091 against 0.227, nor 7.804 against 5.634 with sinusoids.
@@ -1927,6 +1985,7 @@ async function main() {
   await part('two_matrices_story_follows_the_pair', null, () => twoMatricesStoryFollowsThePair(browser));
   await part('lines_story_follows_weights', null, () => linesStoryFollowsWeights(browser));
   await part('reload_keeps_place', null, () => reloadKeepsPlace(browser));
+  await part('reload_gives_way_to_the_reader', null, () => reloadGivesWayToTheReader(browser));
   await part('scores_story_follows_the_pair', null, () => scoresStoryFollowsThePair(browser));
   await part('scale_choices_explained', null, () => scaleChoicesExplained(browser));
 
