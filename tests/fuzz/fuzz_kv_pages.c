@@ -417,9 +417,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* keys per channel: now and then a residual window (32, 64), or one to refuse */
     static const int64_t WINDOWS[4] = {32, 64, 48, -32};
     if (d.key_dtype && byte(&r) == 9) d.residual = WINDOWS[byte(&r) % 4];
+    /* The descriptions the top codes give that no pool takes (q4c keys
+     * with the rotation: unless the bytes above set hadamard back to 0). */
+    const int code = kind >> 2;
+    const bool must_refuse = code == 61 || code == 60 || (code == 59 && d.head_major != 1) || code == 58 ||
+                             (code == 57 && d.hadamard != 0);
     attn_error err;
     attn_status st = attn_kv_pages_bytes(&pool_bytes, &d, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (must_refuse) { /* refused by both: the size, and the pool in memory enough for any */
+        CHECK(st != ATTN_OK);
+        attn_kv_pages *refused = NULL;
+        st = attn_kv_pages_init(&refused, pool_memory, POOL_BYTES, &d, &err);
+        CHECK(st != ATTN_OK && err.status == st && err.message[0]);
+        return 0;
+    }
     if (st || pool_bytes > POOL_BYTES) return 0;
     attn_kv_pages *pool;
     size_t offer = byte(&r) == 3 ? pool_bytes - 1 : pool_bytes;
