@@ -173,7 +173,8 @@ static void view_sizes(reader *r, const attn_kv_pages *pool) {
         CHECK(st == ATTN_ERR_OPTION && err.message[0]);
         return;
     }
-    CHECK(size >= offsetof(attn_kv_paged_view, table_stride) && size <= sizeof u.w);
+    /* every view holds the fields up to table_stride, that one included */
+    CHECK(size >= offsetof(attn_kv_paged_view, table_stride) + sizeof u.w.table_stride && size <= sizeof u.w);
     if (size == sizeof u.w) CHECK(attn_kv_paged_check(&u.w, &err) == ATTN_OK);
 }
 
