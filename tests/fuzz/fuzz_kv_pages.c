@@ -27,8 +27,10 @@
  *   - attn_kv_pages_view, given a view of any struct_size (0, one inside a
  *     field, an older header's, this one's, a newer one's), writes nothing
  *     past it, and nothing at all when it refuses it.
- * The description's top codes also give dtypes, head layouts and residual
- * windows the pool must refuse.
+ * The description's top codes also give key dtypes, dtypes, head layouts,
+ * residual windows and rotations the pool must refuse: attn_kv_pages_bytes
+ * and attn_kv_pages_init both refuse them; so must an append whose k or v
+ * has a head more than the pool's, or a row more than the other.
  * A view the library accepts must lie in memory the harness owns: the
  * tables and packed tensors it describes are backed in full, except where
  * the description's sizes overflow, which the library must refuse. */
@@ -194,11 +196,13 @@ static void pick_offsets(reader *r, int64_t *cu, int64_t n, int64_t step_max) {
  * (f32, or f64 for an f64 pool): C order; a dtype, rank or stride now and
  * then wrong, or one row or head too many. Rows past the buffer keep the shape but the library must not
  * read them: they are only handed over when their element count
- * overflows. */
-static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t rows, int64_t H, int64_t cols,
+ * overflows. Returns what it added: EXTRA_HEAD, EXTRA_ROW or 0. */
+enum { EXTRA_HEAD = 1, EXTRA_ROW = 2 };
+static int packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t rows, int64_t H, int64_t cols,
                    attn_dtype dt) {
     size_t capacity = bytes / attn_dtype_size(dt);
     uint8_t how = byte(r);
+    const int64_t rows_given = rows;
     /* 7: a head more than the pool's; 8: a row more than the other tensor's */
     int64_t shape[3] = {how == 8 && rows < INT64_MAX ? rows + 1 : rows, how == 7 ? H + 1 : H, cols};
     attn_tensor_init(t, buf, dt, 3, shape, NULL, NULL);
@@ -214,6 +218,7 @@ static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t 
     bool acceptable = how != 1 && how != 3 && how != 4 && how != 5 && how != 6 && how != 7;
     if (acceptable && rows > 1 && need > (__int128)capacity && need <= INT64_MAX)
         t->strides[0] = INT64_MAX; /* then refused for its reach */
+    return how == 7 ? EXTRA_HEAD : how == 8 && shape[0] != rows_given ? EXTRA_ROW : 0;
 }
 
 /* The elements of a view's pages of `cols` values, num_pages · heads ·
@@ -463,11 +468,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int64_t rows = byte(&r) == 2 ? pick_int(&r) : cu[m];
             attn_tensor k, v;
             attn_dtype dt = d.dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32; /* what the pool takes */
-            packed(&r, &k, kbuf, sizeof kbuf, rows, d.heads, d.key_dim, dt);
-            packed(&r, &v, vbuf, sizeof vbuf, rows, d.heads, d.value_dim, dt);
+            const int k_extra = packed(&r, &k, kbuf, sizeof kbuf, rows, d.heads, d.key_dim, dt);
+            const int v_extra = packed(&r, &v, vbuf, sizeof vbuf, rows, d.heads, d.value_dim, dt);
             /* n past the ids given would read past them: only n the arrays hold, or below 0. */
             st = attn_kv_pages_append(pool, ids, n > MAX_N ? MAX_N : n, &k, &v, cu, &err);
             n_ids = n > MAX_N ? MAX_N : n;
+            /* A head more than the pool's, or a row more in k than in v (or
+             * in v than in k): refused (and, by after(), the pool as it
+             * was), unless n is 0 (nothing to append, nothing read). */
+            if (n != 0 && (((k_extra | v_extra) & EXTRA_HEAD) || (k_extra & EXTRA_ROW) != (v_extra & EXTRA_ROW)))
+                CHECK(st != ATTN_OK);
             break;
         }
         case 6: { /* gather */
