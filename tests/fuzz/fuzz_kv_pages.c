@@ -481,9 +481,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         }
         case 6: { /* gather */
-            id = pick_id(&r);
+            /* not `id` (a sequence created or forked, left out of the check
+             * below): the one read-only call leaves every sequence as it was */
+            const int64_t gathered = pick_id(&r);
             int64_t len = 0;
-            if (attn_kv_pages_sequence(pool, id, &len, NULL, NULL) == ATTN_OK && len * d.heads * 4 > ROWS * 16) break;
+            if (attn_kv_pages_sequence(pool, gathered, &len, NULL, NULL) == ATTN_OK && len * d.heads * 4 > ROWS * 16) break;
             if (byte(&r) == 1) len = pick_int(&r);
             attn_tensor k, v;
             int64_t ks[3] = {d.heads, len, d.key_dim}, vs[3] = {d.heads, len, d.value_dim};
@@ -492,7 +494,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 attn_tensor_init(&v, vbuf, ATTN_F32, 3, vs, NULL, NULL) == ATTN_OK &&
                 attn_tensor_numel(&k) >= 0 && attn_tensor_numel(&k) <= ROWS * 16 && attn_tensor_numel(&v) >= 0 &&
                 attn_tensor_numel(&v) <= ROWS * 16)
-                st = attn_kv_pages_gather(&k, &v, pool, id, &err);
+                st = attn_kv_pages_gather(&k, &v, pool, gathered, &err);
             break;
         }
         case 7: { /* attend */
