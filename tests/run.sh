@@ -60,7 +60,7 @@ suite "many caller threads under ASan+UBSan" "$BUILD/asan/test_threads"
 suite "many caller threads under ThreadSanitizer" "$BUILD/tsan/test_threads"
 suite "the shared library dlopen'd and dlclose'd in a loop: workers joined, fork handlers gone, no leak (ASan)" "$BUILD/asan/test_dlclose" "$BUILD/libattn.so"
 suite "running out of memory: every allocation fails in turn (ASan+LSan)" "$BUILD/asan/test_alloc"
-suite "memory linear in L and S: the peak heap of each path as L and S double, on 1 and 3 threads (no L·S term)" "$BUILD/tests/test_memory"
+suite "memory linear in L and S: the peak heap of each path as L and S double, on 1 and 3 threads, the layer on 1 (no L·S term)" "$BUILD/tests/test_memory"
 # A program built against release 0.2.0's frozen headers, run with today's
 # library: its structs are smaller than today's, and nothing may read past them.
 suite "a program built against 0.2.0's attn.h, linked statically (ASan+UBSan)" "$BUILD/asan/test_abi_0_2_static"

@@ -9,16 +9,17 @@
  * it either. It must stay below a quarter of a byte per score (an L×S
  * buffer of f32 scores would show 4 bytes per score per head). Peaks when
  * S doubles at fixed L, and L at fixed S, are bounded too (at most twice,
- * plus the fixed part), and the extra peak of 3 threads over 1 may grow
- * by at most a quarter, or a byte per key (query) and head, when S (L)
- * doubles: per-thread scratch of a block, not of a row of S or a column of
- * L, which would add 4 bytes per key and head for each extra thread (a
- * third thread that finds work only at the larger L adds a block; the
- * decode kernel's few floats per chunk of keys grow with S). The layer (self-attention, S = L) is
- * checked over L, 2L and 4L instead. The workspace sizes of attn_sdpa and
+ * plus the fixed part), and the extra peak of 3 threads over 1, when S
+ * (L) doubles, may grow by at most the larger of a quarter of itself and
+ * a byte per key (query) and head, plus 4 KiB: per-thread scratch of a
+ * block, not of a row of S or a column of L, which would add 4 bytes per
+ * key and head for each extra thread (a third thread that finds work only
+ * at the larger L adds a block; the decode kernel's few floats per chunk
+ * of keys grow with S). The layer (self-attention, S = L) is checked over
+ * L, 2L and 4L instead, on 1 thread only. The workspace sizes of attn_sdpa and
  * attn_sdpa_backward (measured without buffers) get the mixed difference
  * too, over dtypes, causal modes, masks, the bf16 mode and 1 to 3
- * threads. Nothing is timed.
+ * threads (each size must be given, 0 included). Nothing is timed.
  *
  * The library's objects are linked with -Wl,--wrap=malloc (and calloc,
  * aligned_alloc, realloc, free); each block's size is malloc_usable_size.
@@ -340,7 +341,7 @@ static size_t workspace(int backward, attn_dtype dt, int causal, int mask, int b
     attn_tensor dq = q, dk = k, dv = v, dout = out;
     attn_status st = backward ? attn_sdpa_backward_workspace_size(&bytes, &dq, &dk, &dv, NULL, &dout, &q, &k, &v, &out, &lse, &o, NULL)
                               : attn_sdpa_workspace_size(&bytes, &out, &lse, NULL, &q, &k, &v, &o, NULL);
-    return st ? 0 : bytes;
+    return st ? SIZE_MAX : bytes; /* 0: a call that needs no workspace */
 }
 
 static void check_workspaces(void) {
@@ -356,16 +357,20 @@ static void check_workspaces(void) {
                         for (int threads = 1; threads <= 3; threads++) {
                             if (bf16 && DT[d] == ATTN_F64) continue;
                             double w[2][2];
+                            bool failed = false;
                             for (int i = 0; i < 2; i++)
-                                for (int j = 0; j < 2; j++)
-                                    w[i][j] = (double)workspace(backward, DT[d], causal, mask, bf16, threads, 4096 << i, 4096 << j);
+                                for (int j = 0; j < 2; j++) {
+                                    size_t b = workspace(backward, DT[d], causal, mask, bf16, threads, 4096 << i, 4096 << j);
+                                    failed |= b == SIZE_MAX;
+                                    w[i][j] = (double)b;
+                                }
                             double mixed = w[1][1] - w[1][0] - w[0][1] + w[0][0];
                             n++;
-                            if (w[0][0] == 0 || mixed > 0.25 * 4096.0 * 4096 * H) {
+                            if (failed || mixed > 0.25 * 4096.0 * 4096 * H) {
                                 if (!bad++)
-                                    snprintf(first, sizeof first, "%s %s causal %d mask %d bf16 %d threads %d: %.0f bytes, L·S term %.3f",
+                                    snprintf(first, sizeof first, "%s %s causal %d mask %d bf16 %d threads %d: %s%.0f bytes, L·S term %.3f",
                                              backward ? "backward" : "forward", attn_dtype_name(DT[d]), causal, mask, bf16,
-                                             threads, w[0][0], mixed / (4096.0 * 4096 * H));
+                                             threads, failed ? "a size refused; " : "", w[0][0], mixed / (4096.0 * 4096 * H));
                             }
                         }
     check(bad == 0, "workspace_sizes_linear", "%d of %d configurations measure an L·S term (or fail), first: %s", bad, n, first);

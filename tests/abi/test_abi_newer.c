@@ -12,8 +12,22 @@
  * by the caller): the library cannot know that a zero means "default" in a
  * field it has never seen. Each struct lives in a heap block of exactly the
  * newer size, and each refusal comes before anything is written: the
- * outputs, and the structs the library fills (the view, the tuning), keep
- * every byte.
+ * outputs, the memory handed to an init (and its *cache, *pool, *weights),
+ * and the structs the library fills (the view, the tuning), keep every
+ * byte, except two things the library writes before it reads the struct:
+ * *plan (NULL) and, given newer options, the plan's header in a plan
+ * init's memory (checked: *workspace_bytes, and the memory for a newer
+ * view).
+ * The calls: attn_sdpa (options, context, options->rope), and its
+ * workspace size, backward, varlen and both plan inits (options);
+ * attn_rope and its backward;
+ * attn_mha (params, options, and the options' rope, attention, context),
+ * attn_mha_backward, attn_mha_weights_bytes/_init, attn_mha_cached,
+ * attn_mha_cached_batch and attn_mha_paged (params, options); the cache's
+ * and the pool's bytes and init (desc), attn_kv_cache_attend and
+ * attn_kv_pages_attend (options); attn_kv_pages_view (written),
+ * attn_kv_paged_check, attn_kv_paged_attend, attn_kv_paged_plan_init and
+ * attn_kv_paged_run_view (read); attn_get_tuning.
  *
  * The shorter rope options live in a heap block of their size, so a
  * library that read past struct_size stops with a heap-buffer-overflow;
@@ -48,8 +62,10 @@ static void refused(attn_status st, const attn_error *err, const char *name, siz
              "against a newer attn.h", name, ours + TAIL, ours);
     snprintf(label, sizeof label, "%s_%s_tail_refused%s", test, tail ? "nonzero" : "zero",
              untouched ? "" : "_but_wrote");
-    check(st == ATTN_ERR_OPTION && !strcmp(err->message, want) && untouched, label,
-          "status %d, \"%s\" (want \"%s\")%s", (int)st, err->message, want, untouched ? "" : ", output written");
+    /* err->message is the call's only when it refused */
+    const char *said = st ? err->message : "(accepted)";
+    check(st == ATTN_ERR_OPTION && !strcmp(said, want) && untouched, label, "status %d, \"%s\" (want \"%s\")%s",
+          (int)st, said, want, untouched ? "" : ", output written");
 }
 
 static int all(const void *p, unsigned char byte, size_t n) {
@@ -69,7 +85,7 @@ static void sdpa_and_rope(void) {
     attn_tensor x, o;
     attn_tensor_init(&x, xs, ATTN_F32, 2, shape, NULL, NULL), attn_tensor_init(&o, out, ATTN_F32, 2, shape, NULL, NULL);
     for (int t = 0; t < 2; t++) {
-        attn_error err;
+        attn_error err = {0};
         NEWER(attn_sdpa_options, so, TAILS[t]);
         memset(out, 0x7f, sizeof out);
         attn_status st = attn_sdpa(&o, NULL, NULL, &x, &x, &x, so, &err);
@@ -96,6 +112,54 @@ static void sdpa_and_rope(void) {
     }
 }
 
+/* attn_sdpa_backward's, attn_sdpa_varlen's and the plans' options: the
+ * gradients, outputs, plan memory and *workspace_bytes keep every byte. */
+static float g1[S * E], g2[S * E], g3[S * E];
+static unsigned char plan_mem[1 << 14];
+static void sdpa_others(void) {
+    int64_t shape[2] = {S, E}, packed[3] = {S, H, E}, cu[2] = {0, S};
+    attn_tensor x, o, dq, dk, dv, p, po;
+    attn_tensor_init(&x, xs, ATTN_F32, 2, shape, NULL, NULL), attn_tensor_init(&o, out, ATTN_F32, 2, shape, NULL, NULL);
+    attn_tensor_init(&dq, g1, ATTN_F32, 2, shape, NULL, NULL), attn_tensor_init(&dk, g2, ATTN_F32, 2, shape, NULL, NULL);
+    attn_tensor_init(&dv, g3, ATTN_F32, 2, shape, NULL, NULL);
+    attn_tensor_init(&p, ks, ATTN_F32, 3, packed, NULL, NULL), attn_tensor_init(&po, out, ATTN_F32, 3, packed, NULL, NULL);
+    for (int t = 0; t < 2; t++) {
+        attn_error err = {0};
+        NEWER(attn_sdpa_options, so, TAILS[t]);
+        memset(g1, 0x7f, sizeof g1), memset(g2, 0x7f, sizeof g2), memset(g3, 0x7f, sizeof g3);
+        attn_status st = attn_sdpa_backward(&dq, &dk, &dv, NULL, &x, &x, &x, &x, &x, NULL, so, &err);
+        refused(st, &err, "options", sizeof *so,
+                all(g1, 0x7f, sizeof g1) && all(g2, 0x7f, sizeof g2) && all(g3, 0x7f, sizeof g3),
+                "sdpa_backward_options", TAILS[t]);
+        memset(out, 0x7f, sizeof out);
+        st = attn_sdpa_varlen(&po, NULL, &p, &p, &p, cu, cu, 1, NULL, so, &err);
+        refused(st, &err, "options", sizeof *so, all(out, 0x7f, sizeof out), "sdpa_varlen_options", TAILS[t]);
+        /* the plans: *workspace_bytes as it was (the plan's memory is not
+         * checked: a plan init zeroes the plan's header in it before it
+         * reads the options) */
+        size_t need = 0, ws = 12345;
+        attn_sdpa_plan *plan = NULL;
+        st = attn_sdpa_plan_bytes(&need, 0, &err);
+        check(!st && need <= sizeof plan_mem, "sdpa_plan_bytes_with_this_header", "%s", st ? err.message : "too big");
+        if (st || need > sizeof plan_mem) {
+            free(so);
+            return;
+        }
+        memset(plan_mem, 0x7f, sizeof plan_mem);
+        st = attn_sdpa_plan_init(&plan, plan_mem, need, &ws, &o, NULL, &x, &x, &x, so, &err);
+        refused(st, &err, "options", sizeof *so, ws == 12345, "sdpa_plan_init_options", TAILS[t]);
+        st = attn_sdpa_plan_bytes(&need, 1, &err);
+        if (!st && need <= sizeof plan_mem) {
+            st = attn_sdpa_varlen_plan_init(&plan, plan_mem, need, &ws, &po, NULL, &p, &p, &p, cu, cu, 1, NULL, so,
+                                            &err);
+            refused(st, &err, "options", sizeof *so, ws == 12345, "sdpa_varlen_plan_init_options", TAILS[t]);
+        } else {
+            check(0, "sdpa_varlen_plan_bytes_with_this_header", "%s", st ? err.message : "too big");
+        }
+        free(so);
+    }
+}
+
 /* attn_rope_options from a header without linear_scaling, and without
  * position_offset: the calls read their prefix, and the rest is default. */
 static void rope_shorter(void) {
@@ -107,7 +171,7 @@ static void rope_shorter(void) {
     static const size_t ENDS[2] = {offsetof(attn_rope_options, linear_scaling),
                                    offsetof(attn_rope_options, position_offset)};
     for (int i = 0; i < 2; i++) {
-        attn_error err;
+        attn_error err = {0};
         attn_rope_options full = attn_rope_options_default();
         full.layout = ATTN_ROPE_INTERLEAVED, full.base = 500;
         if (i == 0) full.position_offset = 3;
@@ -139,7 +203,7 @@ static void mha(void) {
     attn_tensor_init(&two, w_out, ATTN_F32, 2, wos, NULL, NULL), attn_tensor_init(&to, o, ATTN_F32, 2, xsh, NULL, NULL);
     attn_mha_params p = attn_mha_params_default();
     p.embed_dim = EMB, p.num_heads = 2, p.in_proj_weight = &twi, p.out_proj_weight = &two;
-    attn_error err;
+    attn_error err = {0};
     attn_mha_options mo = attn_mha_options_default();
     attn_status st = attn_mha(&to, NULL, &tx, &tx, &tx, &p, &mo, &err);
     check(!st, "mha_runs_with_this_header", "%s", err.message);
@@ -176,9 +240,104 @@ static void mha(void) {
     }
 }
 
+/* The layer's other calls: attn_mha_backward (params, options),
+ * attn_mha_weights_bytes/_init (params), and the steps over a cache and a
+ * pool (attn_mha_cached, attn_mha_cached_batch, attn_mha_paged: params,
+ * options). Each refused before anything is written: the gradients, the
+ * weights' memory, out, the cache's and the pool's memory, the lengths. */
+static void layer_others(void) {
+    enum { EMB = 4, L = 3, HD = EMB / 2 };
+    static float x[L * EMB], w_in[3 * EMB * EMB], w_out[EMB * EMB], o[L * EMB], gq[L * EMB], gk[L * EMB],
+        gv[L * EMB], gwi[3 * EMB * EMB], gwo[EMB * EMB];
+    static unsigned char wmem[1 << 14];
+    unsigned seed = 7;
+    for (int i = 0; i < L * EMB; i++) x[i] = rnd(&seed);
+    for (int i = 0; i < 3 * EMB * EMB; i++) w_in[i] = rnd(&seed);
+    for (int i = 0; i < EMB * EMB; i++) w_out[i] = rnd(&seed);
+    int64_t xsh[2] = {L, EMB}, wis[2] = {3 * EMB, EMB}, wos[2] = {EMB, EMB};
+    attn_tensor tx, twi, two, to, tgq, tgk, tgv, tgwi, tgwo;
+    attn_tensor_init(&tx, x, ATTN_F32, 2, xsh, NULL, NULL), attn_tensor_init(&twi, w_in, ATTN_F32, 2, wis, NULL, NULL);
+    attn_tensor_init(&two, w_out, ATTN_F32, 2, wos, NULL, NULL), attn_tensor_init(&to, o, ATTN_F32, 2, xsh, NULL, NULL);
+    attn_tensor_init(&tgq, gq, ATTN_F32, 2, xsh, NULL, NULL), attn_tensor_init(&tgk, gk, ATTN_F32, 2, xsh, NULL, NULL);
+    attn_tensor_init(&tgv, gv, ATTN_F32, 2, xsh, NULL, NULL);
+    attn_tensor_init(&tgwi, gwi, ATTN_F32, 2, wis, NULL, NULL), attn_tensor_init(&tgwo, gwo, ATTN_F32, 2, wos, NULL, NULL);
+    attn_mha_params p = attn_mha_params_default(), g = attn_mha_params_default();
+    p.embed_dim = EMB, p.num_heads = 2, p.in_proj_weight = &twi, p.out_proj_weight = &two;
+    g.embed_dim = EMB, g.num_heads = 2, g.in_proj_weight = &tgwi, g.out_proj_weight = &tgwo;
+    attn_error err = {0};
+    /* a cache and a pool of the layer's heads (2, of 2 dims each), one position held */
+    attn_kv_cache_desc cd = attn_kv_cache_desc_default();
+    cd.heads = 2, cd.capacity = 16, cd.key_dim = HD, cd.value_dim = HD;
+    attn_kv_pages_desc pd = attn_kv_pages_desc_default();
+    pd.heads = 2, pd.key_dim = HD, pd.value_dim = HD, pd.page_size = 16, pd.num_pages = 2, pd.max_sequences = 1;
+    size_t cbytes = 0, pbytes = 0;
+    attn_kv_cache *cache = NULL;
+    attn_kv_pages *pool = NULL;
+    void *cmem = NULL, *pmem = NULL;
+    int64_t id = 0, cu[2] = {0, L}, row = 0, length = 0;
+    attn_status st = attn_kv_cache_bytes(&cbytes, &cd, &err);
+    if (!st) st = (cmem = malloc(cbytes)) ? attn_kv_cache_init(&cache, cmem, cbytes, &cd, &err) : ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_kv_pages_bytes(&pbytes, &pd, &err);
+    if (!st) st = (pmem = malloc(pbytes)) ? attn_kv_pages_init(&pool, pmem, pbytes, &pd, &err) : ATTN_ERR_NO_MEMORY;
+    if (!st) st = attn_kv_pages_create(pool, &id, &err);
+    if (!st) st = attn_mha_cached(&to, &tx, cache, &p, NULL, &err); /* this header's structs: taken */
+    if (!st) st = attn_mha_paged(&to, &tx, cu, &id, 1, pool, NULL, &p, NULL, &err);
+    check(!st, "layer_steps_with_this_header", "%s", st ? err.message : "");
+    unsigned char *csnap = st ? NULL : malloc(cbytes), *psnap = st ? NULL : malloc(pbytes);
+    for (int t = 0; t < 2 && csnap && psnap; t++) {
+        NEWER(attn_mha_params, np, TAILS[t]);
+        memcpy((char *)np + sizeof(size_t), (char *)&p + sizeof(size_t), sizeof p - sizeof(size_t));
+        NEWER(attn_mha_options, no, TAILS[t]);
+        const attn_mha_params *pp[2] = {np, &p};
+        const attn_mha_options *oo[2] = {NULL, no};
+        const char *names[2] = {"params", "options"};
+        const size_t ours[2] = {sizeof p, sizeof(attn_mha_options)};
+        for (int w = 0; w < 2; w++) { /* w 0: newer params; 1: newer options */
+            char label[64];
+            memset(gq, 0x7f, sizeof gq), memset(gk, 0x7f, sizeof gk), memset(gv, 0x7f, sizeof gv);
+            memset(gwi, 0x7f, sizeof gwi), memset(gwo, 0x7f, sizeof gwo);
+            st = attn_mha_backward(&tgq, &tgk, &tgv, &g, &tx, &tx, &tx, &tx, pp[w], oo[w], &err);
+            snprintf(label, sizeof label, "mha_backward_%s", names[w]);
+            refused(st, &err, names[w], ours[w],
+                    all(gq, 0x7f, sizeof gq) && all(gk, 0x7f, sizeof gk) && all(gv, 0x7f, sizeof gv) &&
+                        all(gwi, 0x7f, sizeof gwi) && all(gwo, 0x7f, sizeof gwo),
+                    label, TAILS[t]);
+            memcpy(csnap, cmem, cbytes), memcpy(psnap, pmem, pbytes), memset(o, 0x7f, sizeof o);
+            st = attn_mha_cached(&to, &tx, cache, pp[w], oo[w], &err);
+            snprintf(label, sizeof label, "mha_cached_%s", names[w]);
+            refused(st, &err, names[w], ours[w], all(o, 0x7f, sizeof o) && !memcmp(csnap, cmem, cbytes), label,
+                    TAILS[t]);
+            length = 0;
+            st = attn_mha_cached_batch(&to, &tx, cu, &row, 1, cache, &length, NULL, pp[w], oo[w], &err);
+            snprintf(label, sizeof label, "mha_cached_batch_%s", names[w]);
+            refused(st, &err, names[w], ours[w],
+                    all(o, 0x7f, sizeof o) && !memcmp(csnap, cmem, cbytes) && length == 0, label, TAILS[t]);
+            st = attn_mha_paged(&to, &tx, cu, &id, 1, pool, NULL, pp[w], oo[w], &err);
+            snprintf(label, sizeof label, "mha_paged_%s", names[w]);
+            refused(st, &err, names[w], ours[w], all(o, 0x7f, sizeof o) && !memcmp(psnap, pmem, pbytes), label,
+                    TAILS[t]);
+        }
+        size_t b = 12345, wb = 0;
+        st = attn_mha_weights_bytes(&b, np, &err);
+        refused(st, &err, "params", sizeof p, b == 12345, "mha_weights_bytes_params", TAILS[t]);
+        st = attn_mha_weights_bytes(&wb, &p, &err);
+        if (!st && wb <= sizeof wmem) {
+            attn_mha_weights *mw = (attn_mha_weights *)&b;
+            memset(wmem, 0x7f, sizeof wmem);
+            st = attn_mha_weights_init(&mw, wmem, wb, np, &err);
+            refused(st, &err, "params", sizeof p, all(wmem, 0x7f, sizeof wmem) && mw == (attn_mha_weights *)&b,
+                    "mha_weights_init_params", TAILS[t]);
+        } else {
+            check(0, "mha_weights_bytes_with_this_header", "%s", st ? err.message : "too big");
+        }
+        free(np), free(no);
+    }
+    free(csnap), free(psnap), free(cmem), free(pmem);
+}
+
 /* attn_kv_cache_desc, and the options of attention over a cache. */
 static void cache(void) {
-    attn_error err;
+    attn_error err = {0};
     attn_kv_cache_desc d = attn_kv_cache_desc_default();
     d.heads = H, d.capacity = 32, d.key_dim = E, d.value_dim = E;
     size_t bytes = 0;
@@ -202,7 +361,8 @@ static void cache(void) {
         memset(m, 0x7f, bytes);
         attn_kv_cache *nc = (attn_kv_cache *)&b;
         s = attn_kv_cache_init(&nc, m, bytes, nd, &err);
-        refused(s, &err, "desc", sizeof d, all(m, 0x7f, bytes), "kv_cache_init_desc", TAILS[t]);
+        refused(s, &err, "desc", sizeof d, all(m, 0x7f, bytes) && nc == (attn_kv_cache *)&b, "kv_cache_init_desc",
+                TAILS[t]);
 
         NEWER(attn_sdpa_options, so, TAILS[t]);
         memset(out, 0x7f, sizeof out);
@@ -217,7 +377,7 @@ static void cache(void) {
  * attn_kv_paged_attend) and written (attn_kv_pages_view); the options of
  * attention over a pool. */
 static void pages(void) {
-    attn_error err;
+    attn_error err = {0};
     attn_kv_pages_desc d = attn_kv_pages_desc_default();
     d.heads = H, d.key_dim = E, d.value_dim = E, d.page_size = 16, d.num_pages = 4, d.max_sequences = 2;
     size_t bytes = 0;
@@ -245,7 +405,8 @@ static void pages(void) {
         memset(m, 0x7f, bytes);
         attn_kv_pages *np = (attn_kv_pages *)&b;
         s = attn_kv_pages_init(&np, m, bytes, nd, &err);
-        refused(s, &err, "desc", sizeof d, all(m, 0x7f, bytes), "kv_pages_init_desc", TAILS[t]);
+        refused(s, &err, "desc", sizeof d, all(m, 0x7f, bytes) && np == (attn_kv_pages *)&b, "kv_pages_init_desc",
+                TAILS[t]);
 
         /* written: the block keeps every byte past struct_size, and every field */
         attn_kv_paged_view *w = malloc(sizeof *w + TAIL);
@@ -272,6 +433,34 @@ static void pages(void) {
         refused(s, &err, "options", sizeof *so, all(out, 0x7f, sizeof out), "kv_pages_attend_options", TAILS[t]);
         s = attn_kv_paged_attend(&to, NULL, &tq, cq, &view, NULL, so, &err);
         refused(s, &err, "options", sizeof *so, all(out, 0x7f, sizeof out), "kv_paged_attend_options", TAILS[t]);
+
+        /* planned over a newer view: the plan's memory and *workspace_bytes
+         * as they were; with newer options: *workspace_bytes (the plan's
+         * header is zeroed before the options are read); a plan of this
+         * header's view run with a newer one: out as it was */
+        int64_t cq2[3] = {0, 1, 1};
+        size_t need = 0, ws = 12345;
+        attn_sdpa_plan *plan = NULL;
+        s = attn_sdpa_plan_bytes(&need, view.num_sequences, &err);
+        if (!s && need <= sizeof plan_mem) {
+            memset(plan_mem, 0x7f, sizeof plan_mem);
+            s = attn_kv_paged_plan_init(&plan, plan_mem, need, &ws, &to, NULL, &tq, cq2, nv, NULL, NULL, &err);
+            refused(s, &err, "view", sizeof view, all(plan_mem, 0x7f, sizeof plan_mem) && ws == 12345,
+                    "kv_paged_plan_init_view", TAILS[t]);
+            s = attn_kv_paged_plan_init(&plan, plan_mem, need, &ws, &to, NULL, &tq, cq2, &view, NULL, so, &err);
+            refused(s, &err, "options", sizeof *so, ws == 12345, "kv_paged_plan_init_options", TAILS[t]);
+            s = attn_kv_paged_plan_init(&plan, plan_mem, need, &ws, &to, NULL, &tq, cq2, &view, NULL, NULL, &err);
+            void *wsm = s ? NULL : malloc(ws ? ws : 1);
+            check(!s && wsm, "kv_paged_plan_with_this_header", "%s", s ? err.message : "no memory");
+            if (wsm) {
+                memset(out, 0x7f, sizeof out);
+                s = attn_kv_paged_run_view(plan, &to, NULL, &tq, nv, wsm, ws, &err);
+                refused(s, &err, "view", sizeof view, all(out, 0x7f, sizeof out), "kv_paged_run_view_layer", TAILS[t]);
+            }
+            free(wsm);
+        } else {
+            check(0, "kv_paged_plan_bytes_with_this_header", "%s", s ? err.message : "too big");
+        }
         free(nd), free(m), free(w), free(nv), free(so);
     }
     free(mem);
@@ -280,7 +469,7 @@ static void pages(void) {
 /* attn_tuning, which the library fills: refused, not a byte written. */
 static void tuning(void) {
     for (int t = 0; t < 2; t++) {
-        attn_error err;
+        attn_error err = {0};
         attn_tuning *tu = malloc(sizeof *tu + TAIL);
         if (!tu) return (void)check(0, "tuning_block", "no memory");
         memset(tu, 0x7f, sizeof *tu + TAIL);
@@ -300,8 +489,10 @@ int main(void) {
     for (int i = 0; i < S * E; i++) xs[i] = rnd(&seed);
     for (int i = 0; i < H * S * E; i++) ks[i] = rnd(&seed), vs[i] = rnd(&seed);
     sdpa_and_rope();
+    sdpa_others();
     rope_shorter();
     mha();
+    layer_others();
     cache();
     pages();
     tuning();

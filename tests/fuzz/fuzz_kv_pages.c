@@ -27,8 +27,10 @@
  *   - attn_kv_pages_view, given a view of any struct_size (0, one inside a
  *     field, an older header's, this one's, a newer one's), writes nothing
  *     past it, and nothing at all when it refuses it.
- * The description's top codes also give dtypes, head layouts and residual
- * windows the pool must refuse.
+ * The description's top codes also give key dtypes, dtypes, head layouts,
+ * residual windows and rotations the pool must refuse: attn_kv_pages_bytes
+ * and attn_kv_pages_init both refuse them; so must an append whose k or v
+ * has a head more than the pool's, or a row more than the other.
  * A view the library accepts must lie in memory the harness owns: the
  * tables and packed tensors it describes are backed in full, except where
  * the description's sizes overflow, which the library must refuse. */
@@ -173,7 +175,8 @@ static void view_sizes(reader *r, const attn_kv_pages *pool) {
         CHECK(st == ATTN_ERR_OPTION && err.message[0]);
         return;
     }
-    CHECK(size >= offsetof(attn_kv_paged_view, table_stride) && size <= sizeof u.w);
+    /* every view holds the fields up to table_stride, that one included */
+    CHECK(size >= offsetof(attn_kv_paged_view, table_stride) + sizeof u.w.table_stride && size <= sizeof u.w);
     if (size == sizeof u.w) CHECK(attn_kv_paged_check(&u.w, &err) == ATTN_OK);
 }
 
@@ -193,11 +196,13 @@ static void pick_offsets(reader *r, int64_t *cu, int64_t n, int64_t step_max) {
  * (f32, or f64 for an f64 pool): C order; a dtype, rank or stride now and
  * then wrong, or one row or head too many. Rows past the buffer keep the shape but the library must not
  * read them: they are only handed over when their element count
- * overflows. */
-static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t rows, int64_t H, int64_t cols,
+ * overflows. Returns what it added: EXTRA_HEAD, EXTRA_ROW or 0. */
+enum { EXTRA_HEAD = 1, EXTRA_ROW = 2 };
+static int packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t rows, int64_t H, int64_t cols,
                    attn_dtype dt) {
     size_t capacity = bytes / attn_dtype_size(dt);
     uint8_t how = byte(r);
+    const int64_t rows_given = rows;
     /* 7: a head more than the pool's; 8: a row more than the other tensor's */
     int64_t shape[3] = {how == 8 && rows < INT64_MAX ? rows + 1 : rows, how == 7 ? H + 1 : H, cols};
     attn_tensor_init(t, buf, dt, 3, shape, NULL, NULL);
@@ -213,6 +218,7 @@ static void packed(reader *r, attn_tensor *t, float *buf, size_t bytes, int64_t 
     bool acceptable = how != 1 && how != 3 && how != 4 && how != 5 && how != 6 && how != 7;
     if (acceptable && rows > 1 && need > (__int128)capacity && need <= INT64_MAX)
         t->strides[0] = INT64_MAX; /* then refused for its reach */
+    return how == 7 ? EXTRA_HEAD : how == 8 && shape[0] != rows_given ? EXTRA_ROW : 0;
 }
 
 /* The elements of a view's pages of `cols` values, num_pages · heads ·
@@ -417,9 +423,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* keys per channel: now and then a residual window (32, 64), or one to refuse */
     static const int64_t WINDOWS[4] = {32, 64, 48, -32};
     if (d.key_dtype && byte(&r) == 9) d.residual = WINDOWS[byte(&r) % 4];
+    /* The descriptions the top codes give that no pool takes (q4c keys
+     * with the rotation: unless the bytes above set hadamard back to 0). */
+    const int code = kind >> 2;
+    const bool must_refuse = code == 61 || code == 60 || (code == 59 && d.head_major != 1) || code == 58 ||
+                             (code == 57 && d.hadamard != 0);
     attn_error err;
     attn_status st = attn_kv_pages_bytes(&pool_bytes, &d, &err);
     CHECK(st == ATTN_OK || err.message[0]);
+    if (must_refuse) { /* refused by both: the size, and the pool in memory enough for any */
+        CHECK(st != ATTN_OK);
+        attn_kv_pages *refused = NULL;
+        st = attn_kv_pages_init(&refused, pool_memory, POOL_BYTES, &d, &err);
+        CHECK(st != ATTN_OK && err.status == st && err.message[0]);
+        return 0;
+    }
     if (st || pool_bytes > POOL_BYTES) return 0;
     attn_kv_pages *pool;
     size_t offer = byte(&r) == 3 ? pool_bytes - 1 : pool_bytes;
@@ -450,17 +468,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int64_t rows = byte(&r) == 2 ? pick_int(&r) : cu[m];
             attn_tensor k, v;
             attn_dtype dt = d.dtype == ATTN_F64 ? ATTN_F64 : ATTN_F32; /* what the pool takes */
-            packed(&r, &k, kbuf, sizeof kbuf, rows, d.heads, d.key_dim, dt);
-            packed(&r, &v, vbuf, sizeof vbuf, rows, d.heads, d.value_dim, dt);
+            const int k_extra = packed(&r, &k, kbuf, sizeof kbuf, rows, d.heads, d.key_dim, dt);
+            const int v_extra = packed(&r, &v, vbuf, sizeof vbuf, rows, d.heads, d.value_dim, dt);
             /* n past the ids given would read past them: only n the arrays hold, or below 0. */
             st = attn_kv_pages_append(pool, ids, n > MAX_N ? MAX_N : n, &k, &v, cu, &err);
             n_ids = n > MAX_N ? MAX_N : n;
+            /* A head more than the pool's, or a row more in k than in v (or
+             * in v than in k): refused (and, by after(), the pool as it
+             * was), unless n is 0 (nothing to append, nothing read). */
+            if (n != 0 && (((k_extra | v_extra) & EXTRA_HEAD) || (k_extra & EXTRA_ROW) != (v_extra & EXTRA_ROW)))
+                CHECK(st != ATTN_OK);
             break;
         }
         case 6: { /* gather */
-            id = pick_id(&r);
+            /* not `id` (a sequence created or forked, left out of the check
+             * below): the one read-only call leaves every sequence as it was */
+            const int64_t gathered = pick_id(&r);
             int64_t len = 0;
-            if (attn_kv_pages_sequence(pool, id, &len, NULL, NULL) == ATTN_OK && len * d.heads * 4 > ROWS * 16) break;
+            if (attn_kv_pages_sequence(pool, gathered, &len, NULL, NULL) == ATTN_OK && len * d.heads * 4 > ROWS * 16) break;
             if (byte(&r) == 1) len = pick_int(&r);
             attn_tensor k, v;
             int64_t ks[3] = {d.heads, len, d.key_dim}, vs[3] = {d.heads, len, d.value_dim};
@@ -469,7 +494,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 attn_tensor_init(&v, vbuf, ATTN_F32, 3, vs, NULL, NULL) == ATTN_OK &&
                 attn_tensor_numel(&k) >= 0 && attn_tensor_numel(&k) <= ROWS * 16 && attn_tensor_numel(&v) >= 0 &&
                 attn_tensor_numel(&v) <= ROWS * 16)
-                st = attn_kv_pages_gather(&k, &v, pool, id, &err);
+                st = attn_kv_pages_gather(&k, &v, pool, gathered, &err);
             break;
         }
         case 7: { /* attend */
