@@ -1598,11 +1598,13 @@ ATTN_API attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_err
  * to the plan, *workspace_bytes to the workspace attn_sdpa_run needs (for
  * a 16-bit q and out, with the f32 copies attn_sdpa makes of them: a run
  * places them at the workspace's front, widens q, rounds out once).
- * Nothing is written to out or lse. On failure *plan is NULL (when plan
- * is not) and memory holds no plan: the init builds the plan in memory as
- * it checks, so memory's bytes are not kept (it is the plan's scratch, not
- * an output). Errors: those of attn_sdpa, and ATTN_ERR_NULL (plan, memory,
- * workspace_bytes), ATTN_ERR_WORKSPACE (bytes too small for a plan). */
+ * Nothing is written to out or lse. On any failure *plan is set to NULL
+ * (plan itself not being NULL), and memory's bytes are not kept: the init
+ * builds the plan in memory as it checks (memory is the plan's room, not
+ * an output). A plan that memory held before an init that failed must not
+ * be run again. Errors: those of attn_sdpa, and ATTN_ERR_NULL (plan,
+ * memory, workspace_bytes), ATTN_ERR_WORKSPACE (bytes too small for a
+ * plan). */
 ATTN_API attn_status attn_sdpa_plan_init(attn_sdpa_plan **plan, void *memory, size_t bytes, size_t *workspace_bytes,
                                          attn_tensor *out, attn_tensor *lse, const attn_tensor *q, const attn_tensor *k,
                                          const attn_tensor *v, const attn_sdpa_options *options, attn_error *err);

@@ -217,6 +217,33 @@ static void refusals(void) {
     attn_sdpa_plan *plan = NULL;
     attn_status st = attn_sdpa_plan_init(&plan, memory, bytes - 1, &ws, &out, &lse, &q, &k, &v, NULL, &err);
     check(st == ATTN_ERR_WORKSPACE, "plan_memory_too_small", "status %d: %s", st, err.message);
+    { /* Every failed init leaves *plan NULL, those refused before memory is looked at too. */
+        attn_sdpa_plan *const sentinel = (attn_sdpa_plan *)(void *)memory;
+        int64_t cu[2] = {0, 4};
+        attn_kv_paged_view bad_view = attn_kv_paged_view_default();
+        struct {
+            const char *name;
+            attn_status st;
+        } tries[5];
+        plan = sentinel;
+        tries[0].name = "sdpa_memory_null", tries[0].st = attn_sdpa_plan_init(&plan, NULL, bytes, &ws, &out, &lse, &q, &k, &v, NULL, &err);
+        attn_sdpa_plan *p1 = sentinel;
+        tries[1].name = "sdpa_workspace_bytes_null", tries[1].st = attn_sdpa_plan_init(&p1, memory, bytes, NULL, &out, &lse, &q, &k, &v, NULL, &err);
+        attn_sdpa_plan *p2 = sentinel;
+        tries[2].name = "varlen_batch_negative", tries[2].st = attn_sdpa_varlen_plan_init(&p2, memory, bytes, &ws, &out, &lse, &q, &k, &v, cu, cu, -1, NULL, NULL, &err);
+        attn_sdpa_plan *p3 = sentinel;
+        tries[3].name = "paged_memory_null", tries[3].st = attn_kv_paged_plan_init(&p3, NULL, bytes, &ws, &out, &lse, &q, cu, &bad_view, NULL, NULL, &err);
+        attn_sdpa_plan *p4 = sentinel;
+        tries[4].name = "sdpa_memory_too_small", tries[4].st = attn_sdpa_plan_init(&p4, memory, bytes - 1, &ws, &out, &lse, &q, &k, &v, NULL, &err);
+        attn_sdpa_plan *const got[5] = {plan, p1, p2, p3, p4};
+        for (int t = 0; t < 5; t++) {
+            char name[96];
+            snprintf(name, sizeof name, "plan_init_failure_sets_plan_null_%s", tries[t].name);
+            check(tries[t].st != ATTN_OK && got[t] == NULL, name, "status %d, plan %s", tries[t].st,
+                  got[t] == NULL ? "NULL" : "left as it was");
+        }
+        plan = NULL;
+    }
     st = attn_sdpa_plan_init(&plan, memory, bytes, &ws, &out, &lse, &q, &k, &v, NULL, &err);
     check(!st, "plan_init", "%s", err.message);
     if (st) return;

@@ -132,9 +132,9 @@ attn_status attn_sdpa_plan_bytes(size_t *bytes, int64_t batch, attn_error *err) 
 static attn_status plan_start(attn_sdpa_plan **pl, attn_context *c, attn_sdpa_plan **plan, void *memory,
                               size_t bytes, size_t *workspace_bytes, int64_t batch,
                               const attn_sdpa_options *options, attn_error *err) {
+    if (plan) *plan = NULL; /* no plan on any failure, the NULL arguments' included */
     if (!plan || !memory || !workspace_bytes)
         return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", !plan ? "plan" : !memory ? "memory" : "workspace_bytes");
-    *plan = NULL;
     size_t need;
     attn_status st = attn_sdpa_plan_bytes(&need, batch, err);
     if (st) return st;
@@ -206,6 +206,7 @@ attn_status attn_sdpa_varlen_plan_init(attn_sdpa_plan **plan, void *memory, size
                                        const attn_sdpa_options *options, attn_error *err) {
     attn_sdpa_plan *pl;
     attn_context c;
+    if (plan) *plan = NULL;
     if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
     attn_status st = plan_start(&pl, &c, plan, memory, bytes, workspace_bytes, batch, options, err);
     if (st) return st;
@@ -388,9 +389,9 @@ attn_status attn_kv_paged_plan_init(attn_sdpa_plan **plan, void *memory, size_t 
                                     const int64_t *cu_seqlens_q, const attn_kv_paged_view *view,
                                     const attn_tensor *const *masks, const attn_sdpa_options *options,
                                     attn_error *err) {
+    if (plan) *plan = NULL;
     if (!plan || !memory || !workspace_bytes)
         return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", !plan ? "plan" : !memory ? "memory" : "workspace_bytes");
-    *plan = NULL;
     attn_status st = attn_kv_paged_check(view, err);
     if (st) return st;
     attn_kv_paged_view w = attn_kv_paged_view_default();
