@@ -864,15 +864,16 @@ function showBars(c, i) {
 }
 
 // What a row of weights makes of the values, in words that follow its numbers
-// as shown (whole percents, as pct writes them): "mostly" only where the largest
-// shows over 50% (0.502 shows 50%); a tie named as one; "the rest" only where
-// the other words' weight shows more than 0% (not for a causal row's first word,
-// which takes all of itself, nor for a tie that takes everything).
+// as the figure shows them (3 decimals, fmt): a tie is weights that show alike
+// (0.5004 and 0.4996 both show 0.500); "the rest" only where another word's
+// weight shows above 0.000 (not for a causal row's first word, which takes all
+// of itself, nor for a tie that takes everything); "mostly" only where the
+// largest is over 50% in the sentence's whole percents (0.502 says 50%).
 function outputBlend(row, s) {
   const shown = (w) => Number((100 * w).toFixed(0));
-  const best = Math.max(...row), j = row.indexOf(best), tie = (w) => Math.abs(w - best) < 1e-9;
+  const best = Math.max(...row), j = row.indexOf(best), tie = (w) => fmt(w) === fmt(best);
   const ties = s.filter((_, k) => tie(row[k]));
-  const rest = shown(row.reduce((a, w) => a + (tie(w) ? 0 : w), 0)) > 0;
+  const rest = row.some((w) => !tie(w) && fmt(w) !== fmt(0));
   if (ties.length > 1) {
     return rest ? `takes equal largest parts from the values of ${ties.join(' and ')} (weight ${pct(best)} each), and the rest from the other words`
       : `is an equal blend of the values of ${ties.join(' and ')} (weight ${pct(best)} each)`;
@@ -1452,7 +1453,7 @@ function renderStories(c) {
   const a = r.scores[i][j], b = r.scores[j][i], f = (name) => r.features.indexOf(name);
   const verbAndNoun = f('verb') >= 0 && f('noun') >= 0 && r.X[i][f('verb')] > 0 && r.X[j][f('noun')] > 0;
   const why = r.head.includes('tied') ? ': the same, because the one-matrix box is ticked.'
-    : r.head.startsWith('wired') && verbAndNoun && a > b ? '. A verb searches for its subject; the noun is not searching for its verb.'
+    : r.head.startsWith('wired') && verbAndNoun && a > b && fmt(a) !== fmt(b) ? '. A verb searches for its subject; the noun is not searching for its verb.'
       : fmt(a) === fmt(b) ? ': the same here, though nothing makes them so.'
         : '. The two directions differ: each is one word\'s query against the other\'s key, and W_Q and W_K make them differently.';
   document.getElementById('two-story').textContent =

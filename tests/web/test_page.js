@@ -1065,27 +1065,29 @@ async function gradientWordsFollowTheRow(browser) {
   await context.close();
 }
 
-// The output step's sentence against the weights as shown (whole percents):
-// "mostly the value of cat" only where cat's shown weight is over 50% and the
-// others' more than 0% (sat gives
-// cat 40% on the default sentence, 67% without the division; 50.2% shows as
-// 50%), a tie named as one, and "the rest" or "a little of everything else"
-// only where the other words' weight shows as more than 0% (not for one word,
-// nor for a causal row's first word, nor for a tie of two words that takes it all).
+// The output step's sentence against the weights as shown: the percent it
+// names is the largest weight's in whole percents, "mostly the value of cat"
+// only where that is over 50% and another word's weight shows (sat gives cat
+// 40% on the default sentence, 67% without the division; 50.2% says 50%); a
+// tie, weights the figure shows alike to 3 decimals (0.5004 and 0.4996), named
+// as one; "the rest" or "a little of everything else" only where another
+// word's weight shows above 0.000 (not for one word, nor for a causal row's
+// first word, nor for a tie of two words that takes it all).
 async function outputStoryFollowsWeights(browser) {
   const context = await browser.newContext({ viewport: VIEWPORTS.wide });
   const p = await context.newPage();
   const wrong = [];
   const check = (what, story, row) => {
     const shown = (w) => Number((100 * w).toFixed(0));
-    const best = Math.max(...row), ties = row.filter((w) => Math.abs(w - best) < 1e-9).length;
-    const rest = shown(row.reduce((a, w) => a + (Math.abs(w - best) < 1e-9 ? 0 : w), 0));
+    // As the figure shows them: 3 decimals.
+    const f3 = (w) => w.toFixed(3), best = Math.max(...row), ties = row.filter((w) => f3(w) === f3(best)).length;
+    const rest = row.filter((w) => f3(w) !== f3(best) && f3(w) !== '0.000').length;
     const shares = [...story.matchAll(/(\d+)%/g)].map((x) => Number(x[1]));
     if (!shares.length) wrong.push(`${what}: no weight named in "${story}"`);
     else if (shares[0] !== shown(best)) wrong.push(`${what}: names ${shares[0]}%, the largest weight shows as ${shown(best)}%: "${story}"`);
     else if (/mostly/.test(story) !== (shares[0] > 50 && rest > 0)) wrong.push(`${what}: "${story}"`);
     else if (/equal/.test(story) !== ties > 1) wrong.push(`${what}: ${ties} equal largest, "${story}"`);
-    else if (/the rest|everything else/.test(story) !== rest > 0) wrong.push(`${what}: the other words show ${rest}%, "${story}"`);
+    else if (/the rest|everything else/.test(story) !== rest > 0) wrong.push(`${what}: ${rest} other words show a weight, "${story}"`);
   };
   for (const hash of ['', '#noscale=1', '#s=my+dog+chased+a+ball+in+the+park', '#s=the+big+red+ball&head=random', '#s=a+dog+and+a+cat', '#s=the+cat',
     '#s=cat', '#s=sat+on+the+mat&causal=1', '#s=cat+cat']) {
@@ -1095,7 +1097,8 @@ async function outputStoryFollowsWeights(browser) {
     check(hash || 'default', story, row);
   }
   // Rows the sentences above do not give, through the same words.
-  for (const row of [[0.502, 0.3, 0.198], [0.5, 0.5], [0.996, 0.004], [1 / 3, 1 / 3, 1 / 3], [0.499, 0.499, 0.002], [0.4, 0.35, 0.25]]) {
+  for (const row of [[0.502, 0.3, 0.198], [0.5, 0.5], [0.996, 0.004], [1 / 3, 1 / 3, 1 / 3], [0.499, 0.499, 0.002], [0.4, 0.35, 0.25],
+    [0.5004, 0.4996], [0.4951, 0.4949, 0.01], [0.9951, 0.0049]]) {
     const story = await p.evaluate((row) => outputBlend(row, row.map((_, k) => `w${k}`)), row);
     check(JSON.stringify(row), story, row);
   }
