@@ -194,6 +194,18 @@ static attn_status run(call *c, enum what w, attn_tensor *weights, attn_error *e
                               &c->k, &c->v, &c->out, &c->lse, &c->o, err);
 }
 
+/* The verdict on one call made twice (st: with the flags cleared; st2: in
+ * verbose mode, which named the kernel that ran and any fallback): both
+ * succeeded, `kernel` ran with no fallback, and no flag was raised. */
+static void verdict(const char *name, const char *kernel, attn_status st, attn_status st2, const attn_error *err,
+                    unsigned flags, const char *ran, const char *fallback) {
+    bool fell_back = fallback[0] && strncmp(fallback, "0/", 2) != 0;
+    if (st || st2) check(0, name, "status %d: %s", (int)(st ? st : st2), err->message);
+    else if (strcmp(ran, kernel) != 0 || fell_back)
+        check(0, name, "kernel %s (fallback %s), not %s: another kernel was tested", ran, fallback, kernel);
+    else check(flags == 0, name, "flags raised: %s", flag_names(flags));
+}
+
 /* One check: the call once with the flags cleared, then again in verbose
  * mode for the kernel's name, which must be `kernel`, with no fallback. */
 static void check_call(const char *name, call *c, enum what w, const char *kernel) {
@@ -210,11 +222,7 @@ static void check_call(const char *name, call *c, enum what w, const char *kerne
     verbose_begin();
     attn_status st2 = run(c, w, &weights, &err);
     verbose_end(ran, sizeof ran, fallback, sizeof fallback);
-    bool fell_back = fallback[0] && strncmp(fallback, "0/", 2) != 0;
-    if (st || st2) check(0, name, "status %d: %s", (int)(st ? st : st2), err.message);
-    else if (strcmp(ran, kernel) != 0 || fell_back)
-        check(0, name, "kernel %s (fallback %s), not %s: another kernel was tested", ran, fallback, kernel);
-    else check(flags == 0, name, "flags raised: %s", flag_names(flags));
+    verdict(name, kernel, st, st2, &err, flags, ran, fallback);
     free(weights.data);
 }
 
@@ -284,11 +292,7 @@ static void cache_check(const char *name, const attn_tensor *q, const attn_kv_ca
     verbose_begin();
     attn_status st2 = attn_kv_cache_attend(&c->out, NULL, q, cache, &c->o, &err);
     verbose_end(ran, sizeof ran, fallback, sizeof fallback);
-    bool fell_back = fallback[0] && strncmp(fallback, "0/", 2) != 0;
-    if (st || st2) check(0, name, "status %d: %s", (int)(st ? st : st2), err.message);
-    else if (strcmp(ran, kernel) != 0 || fell_back)
-        check(0, name, "kernel %s (fallback %s), not %s: another kernel was tested", ran, fallback, kernel);
-    else check(flags == 0, name, "flags raised: %s", flag_names(flags));
+    verdict(name, kernel, st, st2, &err, flags, ran, fallback);
 }
 
 static void test_caches(void) {
@@ -380,11 +384,7 @@ static void test_pages(void) {
                     verbose_begin();
                     attn_status st2 = attn_kv_pages_attend(&out, NULL, &q, cu_q, &seq, 1, pool, masks[0] ? masks : NULL, &c.o, &err);
                     verbose_end(ran, sizeof ran, fallback, sizeof fallback);
-                    bool fell_back = fallback[0] && strncmp(fallback, "0/", 2) != 0;
-                    if (st || st2) check(0, name, "status %d: %s", (int)(st ? st : st2), err.message);
-                    else if (strcmp(ran, kernel) != 0 || fell_back)
-                        check(0, name, "kernel %s (fallback %s), not %s: another kernel was tested", ran, fallback, kernel);
-                    else check(flags == 0, name, "flags raised: %s", flag_names(flags));
+                    verdict(name, kernel, st, st2, &err, flags, ran, fallback);
                 }
                 c.o.mask = masks[0];
                 free(mem);
