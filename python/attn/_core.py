@@ -607,6 +607,14 @@ def _index(x, name, low=-2 ** 63, high=2 ** 63 - 1):
     return i
 
 
+def _library_owned(a):
+    """a (the library's memory: a pool's, a cache's or a plan's bytes)
+    marked read-only for Python; the library writes it through its address,
+    and a write from Python corrupted it."""
+    a.flags.writeable = False
+    return a
+
+
 def _bool(x, name):
     """x as a Python bool: a bool or a NumPy bool only, else a TypeError.
     Options read by truthiness took hadamard="False" or head_major="no" as

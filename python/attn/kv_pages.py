@@ -41,7 +41,7 @@ import threading
 import numpy as np
 
 from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, PlanError, RankError, ScaleError,
-                    ShapeError, _bool, _Pinned,
+                    ShapeError, _bool, _library_owned, _Pinned,
                     _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
                     raise_for, view)
 from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
@@ -112,13 +112,6 @@ def _scales(d, k_scale, v_scale):
         scales.append(a)
         setattr(d, name, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
     return scales
-
-
-def _library_owned(a):
-    """a (the library's memory: a pool's or a cache's bytes) marked read-only
-    for Python; the library writes it through its address."""
-    a.flags.writeable = False
-    return a
 
 
 def _causal_known(causal):
@@ -644,8 +637,7 @@ class PagedPlan(_Pinned):
         self.masks = _varlen_masks(masks, self.n, np.float32, copy=True)  # (kept alive: the runs read them)
         err, size, ws = Error(), ctypes.c_size_t(), ctypes.c_size_t()
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), self.n, err), err)
-        self._memory = np.zeros(size.value, np.uint8)  # the plan's bytes: the library writes them by address
-        self._memory.flags.writeable = False
+        self._memory = _library_owned(np.zeros(size.value, np.uint8))  # the plan's bytes
         # q_dtype checked as attend checks a q (on no rows), and the planned q:
         # the plan reads its layout only, never its data, so np.empty (a batch's
         # q of zeros was written just to make the plan)

@@ -17,8 +17,8 @@ import threading
 
 import numpy as np
 
-from ._core import (ArgumentError, RankError, _Pinned, _bool, _count, _keys_values, _mask, _offsets, _options,
-                    _out_shape, _query, _varlen_masks, raise_for, view)
+from ._core import (ArgumentError, RankError, _Pinned, _bool, _count, _keys_values, _library_owned, _mask, _offsets,
+                    _options, _out_shape, _query, _varlen_masks, raise_for, view)
 from ._lib import LIB, Error
 
 
@@ -69,8 +69,7 @@ class Plan(_Pinned):
         self.out_shape, self.dtype, self.lse_dtype, self.return_lse = shape, q.dtype, work, return_lse
         self.seed = self.options.dropout_seed if dropout_p else None  # a seed drawn here, to repeat a run
         raise_for(LIB.attn_sdpa_plan_bytes(ctypes.byref(size), batch, err), err)
-        self._memory = np.zeros(size.value, np.uint8)  # the plan's bytes: the library writes them by address
-        self._memory.flags.writeable = False
+        self._memory = _library_owned(np.zeros(size.value, np.uint8))  # the plan's bytes
         out = np.empty(shape, q.dtype)
         lse = np.empty(shape[:-1], work) if return_lse else None
         self._views = [view(a) if a is not None else None for a in (out, lse, q, k, v)]

@@ -410,14 +410,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise TypeError("scaled_dot_product_attention(): enable_gqa must be a bool, not %s" % type(enable_gqa).__name__)
     query, key, value = _broadcast_heads(query, key, value)
     _check_gqa(query, key, value, enable_gqa)
-    # The library's rule for every shape: a size-0 input took torch's own
-    # dropout, which raises RuntimeError for NaN or p > 1, so the same call
-    # passed or failed, and with another error, by the shape alone.
     # torch's own takes a bool alone: is_causal="bottom-right" was true, and so
     # top-left, silently; a number went through _real's words, not float()'s
     if not isinstance(is_causal, (bool, np.bool_)):
         raise TypeError("is_causal must be a bool (True: top-left, as torch's), not %s; for bottom-right, "
                         "attn.sdpa(..., causal='bottom-right')" % type(is_causal).__name__)
+    # The library's rule for every shape: a size-0 input took torch's own
+    # dropout, which raises RuntimeError for NaN or p > 1, so the same call
+    # passed or failed, and with another error, by the shape alone.
     p = _core._real(dropout_p, "dropout_p")
     if not 0 <= p <= 1:
         raise _core.OptionError("dropout_p is %g; it must be from 0 to 1" % p, 9)
