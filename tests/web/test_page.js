@@ -1106,25 +1106,33 @@ async function outputStoryFollowsWeights(browser) {
   await context.close();
 }
 
+// The text of element `id` on the page opened at each hash of `cases`
+// ([hash, what is expected] pairs), with `isWrong(text, expected)` true where
+// the text does not say what the numbers on the page show: one report.
+async function textPerHash(browser, name, id, cases, isWrong) {
+  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
+  const p = await context.newPage();
+  const wrong = [];
+  for (const [hash, expected] of cases) {
+    await p.goto(PAGE + hash);
+    await settled(p);
+    const text = await p.evaluate((id) => document.getElementById(id).textContent, id);
+    if (isWrong(text, expected)) wrong.push(`${hash || 'default'}: "${text}"`);
+  }
+  report(name, wrong.length === 0, wrong.join('; '));
+  await context.close();
+}
+
 // "Why two matrices?" names a pair of the sentence and its two scores; "a verb
 // searches for its subject" only where that pair is a verb and the noun it looks
 // at harder than the noun looks back, in a wired head: not for "big" and "ball",
 // "the" and "mat", the random head's sat and the₁, or scores made equal by the tie,
 // nor where there is no pair (one word) or the words ask a source (cross-attention).
 async function twoMatricesStoryFollowsThePair(browser) {
-  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
-  const p = await context.newPage();
-  const wrong = [];
-  for (const [hash, verb] of [['', true], ['#pos=rope', true], ['#s=the+big+red+ball', false], ['#s=on+the+mat', false],
-    ['#head=random', false], ['#tied=1', false], ['#s=sat', false], ['#s=cat', false], ['#src=the+cat+sat+on+the+mat', false],
-    ['#s=sat+on+the+mat&src=the+cat', false]]) {
-    await p.goto(PAGE + hash);
-    await settled(p);
-    const story = await p.evaluate(() => document.getElementById('two-story').textContent);
-    if (/subject/.test(story) !== verb) wrong.push(`${hash || 'default'}: "${story}"`);
-  }
-  report('two_matrices_story_follows_the_pair', wrong.length === 0, wrong.join('; '));
-  await context.close();
+  await textPerHash(browser, 'two_matrices_story_follows_the_pair', 'two-story', [['', true], ['#pos=rope', true],
+    ['#s=the+big+red+ball', false], ['#s=on+the+mat', false], ['#head=random', false], ['#tied=1', false], ['#s=sat', false],
+    ['#s=cat', false], ['#src=the+cat+sat+on+the+mat', false], ['#s=sat+on+the+mat&src=the+cat', false]],
+  (story, verb) => /subject/.test(story) !== verb);
 }
 
 // "Adjectives find their nouns, verbs find animals, prepositions find things"
@@ -1132,18 +1140,10 @@ async function twoMatricesStoryFollowsThePair(browser) {
 // default sentence on gives cat 65% (mat is there to be found), and the text
 // says so; where every pattern holds it adds nothing.
 async function linesStoryFollowsWeights(browser) {
-  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
-  const p = await context.newPage();
-  const wrong = [];
-  for (const [hash, want] of [['', null], ['#s=my+dog+chased+a+ball+in+the+park', null], ['#pos=sinusoidal', /Not all of them in this figure: on → cat \d+%/],
-    ['#tied=1', /Not all of them in this figure: sat → sat \d+%, on → on \d+%/]]) {
-    await p.goto(PAGE + hash);
-    await settled(p);
-    const story = await p.evaluate(() => document.getElementById('lines-story').textContent);
-    if (want ? !want.test(story) : /Not all/.test(story)) wrong.push(`${hash || 'default'}: "${story}"`);
-  }
-  report('lines_story_follows_weights', wrong.length === 0, wrong.join('; '));
-  await context.close();
+  await textPerHash(browser, 'lines_story_follows_weights', 'lines-story', [['', null], ['#s=my+dog+chased+a+ball+in+the+park', null],
+    ['#pos=sinusoidal', /Not all of them in this figure: on → cat \d+%/],
+    ['#tied=1', /Not all of them in this figure: sat → sat \d+%, on → on \d+%/]],
+  (story, want) => (want ? !want.test(story) : /Not all/.test(story)));
 }
 
 // A reload mid-page comes back to the place being read, on a phone too: the
@@ -1235,37 +1235,21 @@ async function reloadGivesWayToTheReader(browser) {
 // only beside a pair that does: sat → cat 1.920 against 0.020, not the random
 // head's sat → the₁ 0.091 against 0.227, nor 7.804 against 5.634 with sinusoids.
 async function scoresStoryFollowsThePair(browser) {
-  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
-  const p = await context.newPage();
-  const wrong = [];
-  for (const [hash, hard] of [['', true], ['#head=random', false], ['#pos=sinusoidal', false], ['#s=the+big+red+ball', true]]) {
-    await p.goto(PAGE + hash);
-    await settled(p);
-    const story = await p.evaluate(() => document.getElementById('tied-story').textContent);
-    const [a, b] = [...story.matchAll(/= (-?\d+\.\d+)/g)].map((x) => Number(x[1]));
-    const says = /barely looks back/.test(story);
-    if (says !== hard || (says && !(Math.abs(b) < a / 4))) wrong.push(`${hash || 'default'}: "${story}"`);
-  }
-  report('scores_story_follows_the_pair', wrong.length === 0, wrong.join('; '));
-  await context.close();
+  await textPerHash(browser, 'scores_story_follows_the_pair', 'tied-story',
+    [['', true], ['#head=random', false], ['#pos=sinusoidal', false], ['#s=the+big+red+ball', true]], (story, hard) => {
+      const [a, b] = [...story.matchAll(/= (-?\d+\.\d+)/g)].map((x) => Number(x[1]));
+      const says = /barely looks back/.test(story);
+      return says !== hard || (says && !(Math.abs(b) < a / 4));
+    });
 }
 
 // The ÷ √d_k step says what its two other choices do: the classic slip of
 // √d_model names both divisors and the factor every score is off by; no
 // division says the scores are √d_k times larger; the paper's choice, nothing.
 async function scaleChoicesExplained(browser) {
-  const context = await browser.newContext({ viewport: VIEWPORTS.wide });
-  const p = await context.newPage();
-  const wrong = [];
-  for (const [hash, want] of [['', /^$/], ['#scaleby=d_model', /√d_model = √8 ≈ 2\.828 rather than by √d_k = √4 = 2\.000.*0\.707 times/],
-    ['#noscale=1', /√d_k = 2\.000 times/]]) {
-    await p.goto(PAGE + hash);
-    await settled(p);
-    const note = await p.evaluate(() => document.getElementById('scale-note').textContent);
-    if (!want.test(note)) wrong.push(`${hash || 'default'}: "${note}"`);
-  }
-  report('scale_choices_explained', wrong.length === 0, wrong.join('; '));
-  await context.close();
+  await textPerHash(browser, 'scale_choices_explained', 'scale-note', [['', /^$/],
+    ['#scaleby=d_model', /√d_model = √8 ≈ 2\.828 rather than by √d_k = √4 = 2\.000.*0\.707 times/], ['#noscale=1', /√d_k = 2\.000 times/]],
+  (note, want) => !want.test(note));
 }
 
 async function main() {
