@@ -22,11 +22,14 @@ them together:
           1 and 2 threads bitwise the same, and the call and its backward
           again in a workspace of exactly the bytes attn_sdpa_workspace_size
           (attn_sdpa_backward_workspace_size) gives, between guard bytes
-          that must stay untouched, bitwise the call without one;
+          that must stay untouched, bitwise the call without one; the
+          backward once more with dout, out, lse and every gradient (dmask
+          too) laid out with gaps, reversed or transposed, bitwise;
   varlen  attn_sdpa_varlen and its backward, bitwise attn_sdpa (and its
           backward) on each sequence's views; sequences of 0 rows, f16 q,
-          k, v; the same batch planned (attn_sdpa_varlen_plan_init), run on
-          new data, bitwise the unplanned call;
+          k, v, dropout (sequence b's seed the call's + b); the same batch
+          planned (attn_sdpa_varlen_plan_init), run on new data, bitwise
+          the unplanned call;
   plan    attn_sdpa_plan_init + attn_sdpa_run on a dense case, bitwise
           attn_sdpa;
   pieces  key_start/total_keys and query_start/total_queries pieces merged
@@ -48,8 +51,10 @@ them together:
           with random projections, biases, bias_kv, zero_attn, kdim/vdim,
           masks, causal modes, batch_first, unbatched input (oracle_mha's
           module_case, backward_case); GQA layers with RoPE and sinks
-          (gqa_case); attn_mha_cached_batch over random steps of rows at
-          their own lengths (cached_batch_case).
+          (gqa_case) and their backward, every input and parameter, with
+          the score variants too (gqa_backward_case); attn_mha_cached_batch
+          over random steps of rows at their own lengths
+          (cached_batch_case).
 
 Tolerances, from attn.h's bounds, with s_abs = the largest |scale| sum_e
 |q_e||k_e| plus the largest |mask| and ALiBi bias:
@@ -532,6 +537,27 @@ def run_backward(sw, c, name, q, qcode, k, v, kcode, vcode, out, lse, dout, opt,
         if a is not None and not np.array_equal(a, b, equal_nan=True):
             sw.report("backward", name, "gradients differ between 1 and 2 threads")
             return
+    # once more with dout, out, lse and every gradient (dmask too) laid out in memory
+    # another way (gaps, reversed rows or columns, transposed): bitwise the call above
+    lay = np.random.default_rng(len(name) + 1)
+    o = _options(CAUSAL[c["causal"]], c["scale"], mv, p, seed if p else None, dict(opt, num_threads=c["threads"]))
+    gs = [laid_out(lay, np.full(g.shape, 0x7FFF if cd == 5 else np.nan, g.dtype)) for g, cd in zip(res[0][:3], codes)]
+    dmask = laid_out(lay, np.full(mshape, np.nan, res[0][3].dtype)) if fmask else None
+    ins = [laid_out(lay, a) for a in (dout, out, lse)]
+    vs = [view(g, cd) for g, cd in zip(gs, codes)]
+    ivs = [view(ins[0], qcode), view(q, qcode), view(k, kcode), view(v, vcode), view(ins[1], qcode), view(ins[2])]
+    err = Error()
+    dmv = view(dmask) if fmask else None
+    st = LIB.attn_sdpa_backward(*[ctypes.byref(t) for t in vs], ctypes.byref(dmv) if fmask else None,
+                                *[ctypes.byref(t) for t in ivs], ctypes.byref(o), ctypes.byref(err))
+    if st != 0:
+        sw.report("backward", name, "laid out: status %d: %s" % (st, err.message.decode()))
+        return
+    for a, b, what in zip(res[0], gs + [dmask], ("dq", "dk", "dv", "dmask")):
+        if a is not None and not np.array_equal(a, b, equal_nan=True):
+            sw.report("backward", name, "%s with strided dout, out, lse and gradients differs from the contiguous "
+                      "call" % what)
+            return
     if fmask and not c["bf16"] and not c["q16"]:
         # dmask: the scores' gradient summed over the mask's broadcast dimensions; its terms are
         # those of dS, whose largest |dS| the reference returns (each row of dS sums to 0)
@@ -657,6 +683,13 @@ def plan_runs_match(sw, rng, name, what, q, k, v, make_plan, unplanned):
     return True
 
 
+def seq_seed(kw, b):
+    """kw for sequence b of a varlen call alone: its dropout seed is the call's + b."""
+    if not kw.get("dropout_p"):
+        return kw
+    return dict(kw, seed=kw["seed"] + b)
+
+
 def run_varlen(sw, rng, name):
     dt = np.float64 if rng.random() < 0.4 else np.float32
     Hk = int(rng.choice([1, 2, 3]))
@@ -672,6 +705,8 @@ def run_varlen(sw, rng, name):
     scale = None if rng.random() < 0.6 else float(rng.choice([0.05, 0.7, -0.4, 2.0]))
     kw = variant_kwargs(rng, Hq, E, causal)
     threads = int(rng.choice([1, 2]))
+    if rng.random() < 0.2:  # sequence b's mask from the call's seed + b
+        kw["dropout_p"], kw["seed"] = float(rng.choice([0.2, 0.5])), int(rng.integers(0, 2**62))
     qdt = kdt = dt
     if dt == np.float32 and rng.random() < 0.3:
         qdt, kdt = (np.float16, np.float32) if rng.random() < 0.4 else (np.float16, np.float16) if rng.random() < 0.5 \
@@ -691,8 +726,9 @@ def run_varlen(sw, rng, name):
                 m[rng.random(shape) < 0.15] = -np.inf
                 masks.append(m)
     kw["num_threads"] = threads
-    desc = "%s q%s kv%s B%d Hq%d Hk%d E%d Ev%d lq%s lk%s %s scale%s %s masks%d" % (
-        np.dtype(dt).name, np.dtype(qdt).name, np.dtype(kdt).name, B, Hq, Hk, E, Ev, lq, lk, causal, scale, ",".join(sorted(kw)), masks is not None)
+    desc = "%s q%s kv%s B%d Hq%d Hk%d E%d Ev%d lq%s lk%s %s scale%s %s masks%d p%g" % (
+        np.dtype(dt).name, np.dtype(qdt).name, np.dtype(kdt).name, B, Hq, Hk, E, Ev, lq, lk, causal, scale,
+        ",".join(sorted(kw)), masks is not None, kw.get("dropout_p", 0.0))
     name = "%s(%s)" % (name, desc)
     try:
         out, lse = attn.sdpa_varlen(q, k, v, cq, ck, masks=masks, causal=causal, scale=scale, return_lse=True, **kw)
@@ -706,7 +742,7 @@ def run_varlen(sw, rng, name):
         kb = k[ck[b]:ck[b + 1]].transpose(1, 0, 2)
         vb = v[ck[b]:ck[b + 1]].transpose(1, 0, 2)
         ob, lb = attn.sdpa(qb, kb, vb, mask=None if masks is None else masks[b], causal=causal, scale=scale,
-                           return_lse=True, **kw)
+                           return_lse=True, **seq_seed(kw, b))
         if not (same(out[cq[b]:cq[b + 1]].transpose(1, 0, 2), ob) and same(lse[cq[b]:cq[b + 1]].T, lb)):
             sw.report("varlen", name, "sequence %d differs from attn_sdpa on its views by %g" % (
                 b, float(np.nanmax(np.abs(out[cq[b]:cq[b + 1]].transpose(1, 0, 2) - ob))) if ob.size else 0))
@@ -745,7 +781,7 @@ def run_varlen(sw, rng, name):
         lb = lse[cq[b]:cq[b + 1]].T
         db = dout[cq[b]:cq[b + 1]].transpose(1, 0, 2)
         g = attn.sdpa_backward(db, qb, kb, vb, ob, lb, mask=None if masks is None else masks[b], causal=causal,
-                               scale=scale, **bkw)
+                               scale=scale, **seq_seed(bkw, b))
         for got, want, what in zip((dq[cq[b]:cq[b + 1]].transpose(1, 0, 2), dk[ck[b]:ck[b + 1]].transpose(1, 0, 2),
                                     dv[ck[b]:ck[b + 1]].transpose(1, 0, 2)), g, ("dq", "dk", "dv")):
             if not same(got, want):
@@ -1198,6 +1234,19 @@ def run_mha(sw, rng, name):
         om.gqa_case(o, rng, "%s(gqa H%d Hkv%d E%d L%d S%d N%d causal%d rope%s sinks%d)" % (
             name, H, Hkv, E, L, S, N, causal, rope, sinks), H, Hkv, causal, E=E, L=L, S=S, N=N, rope=rope,
             sinks=sinks)
+        if rng.random() < 0.5:  # the GQA layer's backward, with the attention's score variants
+            var = {}
+            if rng.random() < 0.25:
+                var["softcap"] = float(rng.choice([1.0, 3.0, 20.0]))
+            if rng.random() < 0.25:
+                var["slopes"] = rng.random(H)
+            if causal and rng.random() < 0.3:
+                # top-left with L > S: a window of at most L - S leaves the last queries no key
+                # (0 here, NaN in the reference's softmax)
+                var["window"] = int(rng.integers(max(1, L - S + 1) if causal == 1 else 1, max(S, L) + 2))
+            om.gqa_backward_case(o, rng, "%s_backward(gqa H%d Hkv%d E%d L%d S%d N%d causal%d rope%s sinks%d %s)" % (
+                name, H, Hkv, E, L, S, N, causal, rope, sinks, var), H, Hkv, rope, E=E, L=L, S=S, N=N,
+                sinks=sinks, variants=var or None, causal=causal)
 
 
 def main():
