@@ -1245,7 +1245,7 @@ def run_mha(sw, rng, name):
                 # (0 here, NaN in the reference's softmax)
                 var["window"] = int(rng.integers(max(1, L - S + 1) if causal == 1 else 1, max(S, L) + 2))
             om.gqa_backward_case(o, rng, "%s_backward(gqa H%d Hkv%d E%d L%d S%d N%d causal%d rope%s sinks%d %s)" % (
-                name, H, Hkv, E, L, S, N, causal, rope, sinks, var), H, Hkv, rope, E=E, L=L, S=S, N=N,
+                name, H, Hkv, E, L, S, N, causal, rope, sinks, sorted(var)), H, Hkv, rope, E=E, L=L, S=S, N=N,
                 sinks=sinks, variants=var or None, causal=causal)
 
 
