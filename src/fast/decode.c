@@ -74,9 +74,13 @@ typedef struct decode_job {
     struct partial_pool *pool; /* where its partials lie while it runs */
     atomic_llong slot;    /* its slot of the pool: -1 before its first item, NO_SLOT where none was free */
     atomic_llong left;    /* its items not finished yet; the last one gives the slot back */
-    float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
-                           * q quantized (R × E bytes, then R × E/32 scales and biases),
-                           * the integer set's kernels' scratch, a list of rows' pointers */
+    float *scratch;       /* per worker, ws_floats apart (decode_partials carves it): the
+                           * item's ng groups' queries (ng × R × E), scores (ng × R × lds,
+                           * lds = chunk rounded up to ATTN_VL_MAX) and value sums (ng × R × Ev);
+                           * then tmp: a group of rows widened (GROUP × (E + Ev)) and q
+                           * quantized (R × E bytes, then R × E/32 scales and biases); then
+                           * the integer set's kernels' scratch (qdot_floats) and, last, a
+                           * list of rows' pointers (LIST_FLOATS) */
     int64_t ws_floats;
     int64_t qdot_floats;  /* those kernels' scratch (qdot.h's ATTN_QDOT_SCRATCH), or 0 */
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
@@ -583,21 +587,10 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
     return true;
 }
 
-/* The partials of groups g0 .. g0 + ng - 1 (their problems p[0 .. ng·G))
- * against one chunk of keys. One group (ng = 1) streams the chunk's keys,
- * then its values, each in one pass. Several groups whose KV heads lie
- * side by side in memory (keys packed (tokens, Hk, E)) go j->stretch keys
- * at a time (the positions of about 16 KiB of memory), each group's rows of
- * the stretch in turn, so that together they read that memory at once.
- * Read by separate items, each reading its head's rows and skipping the
- * others', the same bytes came at about half the rate: a batch of 64
- * sequences (Hq 8, Hk 2, d 64, f32) took, on Zen 4, 155-179 ms of one thread's CPU
- * time with one group an item, 120-165 ms with stretches of 64 keys and
- * 100-108 ms with 8 (4 KiB; 90 ms with each head's rows one run of their
- * own). Every key and value row is computed alike in either order (the
- * microkernels' results do not depend on where a call starts), so the
- * partials are the same bits. */
-enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 }; /* an item's groups, query heads and scores at most */
+/* An item's groups, query heads and bytes of scores at most (plan_job):
+ * the first two size each worker's partials in the making (pts) and
+ * problems (22 KiB); the scores stay within a quarter of a 1 MiB L2. */
+enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 };
 
 /* Whether the item's ng live groups (their problems p[t · G]) take the
  * side-by-side kernels (ukernel.h, dot_rows_heads): keys and values dense
@@ -655,12 +648,28 @@ static void heads_values(const decode_job *j, float *acc, const partial *pt, int
     }
 }
 
+/* The partials of groups g0 .. g0 + ng - 1 (their problems p[0 .. ng·G))
+ * against one chunk of keys. One group (ng = 1) streams the chunk's keys,
+ * then its values, each in one pass. Several groups whose KV heads lie
+ * side by side in memory (keys packed (tokens, Hk, E)) go j->stretch keys
+ * at a time (the positions of about 16 KiB of memory), each group's rows of
+ * the stretch in turn, so that together they read that memory at once.
+ * Read by separate items, each reading its head's rows and skipping the
+ * others', the same bytes came at about half the rate: a batch of 64
+ * sequences (Hq 8, Hk 2, d 64, f32) took, on Zen 4, 155-179 ms of one thread's CPU
+ * time with one group an item, 120-165 ms with stretches of 64 keys and
+ * 100-108 ms with 8 (4 KiB; 90 ms with each head's rows one run of their
+ * own). Every key and value row is computed alike in either order (the
+ * microkernels' results do not depend on where a call starts), so the
+ * partials are the same bits. */
 static void decode_partials(const decode_job *j, float *partials, int64_t g0, int64_t ng, int64_t chunk,
                             const attn_problem *p, int worker) {
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
-    int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
-    /* scratch: the groups' queries (ng × R × E), their scores (ng × R ×
-     * lds), their sums side by side (ng × R × Ev), then tmp: GROUP rows */
+    /* reach: the keys of the chunk that the farthest-seeing live group sees */
+    int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, reach = 0;
+    /* scratch (decode_job's): the groups' queries (ng × R × E), their
+     * scores (ng × R × lds), their sums side by side (ng × R × Ev), then
+     * tmp: GROUP rows widened, then the queries quantized (plan_job) */
     float *scratch = j->scratch + worker * j->ws_floats, *sums = scratch + ng * (R * E + R * lds);
     float *tmp = sums + ng * R * j->Ev;
     const void **list = (const void **)(void *)(scratch + j->ws_floats - LIST_FLOATS); /* rows' pointers */
@@ -670,24 +679,24 @@ static void decode_partials(const decode_job *j, float *partials, int64_t g0, in
     for (int64_t t = 0; t < ng; t++) {
         live[t] = partial_begin(j, &pt[t], partials, g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
                                 scratch + ng * R * E + t * R * lds, tmp);
-        if (live[t] && pt[t].last > most) most = pt[t].last;
+        if (live[t] && pt[t].last > reach) reach = pt[t].last;
     }
     int64_t hk, hv;
     if (reads_heads(j, pt, live, ng, &hk, &hv)) { /* all groups' rows of a position at once */
-        int64_t step = ng * R <= ATTN_DECODE_MAX_ROWS ? most : j->stretch;
-        for (int64_t c = 0; c < most; c += step) heads_scores(j, pt, ng, hk, j0, c, most - c < step ? most - c : step);
+        int64_t step = ng * R <= ATTN_DECODE_MAX_ROWS ? reach : j->stretch;
+        for (int64_t c = 0; c < reach; c += step) heads_scores(j, pt, ng, hk, j0, c, reach - c < step ? reach - c : step);
         for (int64_t t = 0; t < ng; t++) live[t] = partial_softmax(j, &pt[t], j0);
         memset(sums, 0, sizeof(float) * (size_t)(ng * R * j->Ev));
-        for (int64_t c = 0; c < most; c += step) heads_values(j, sums, pt, ng, hv, j0, c, most - c < step ? most - c : step);
+        for (int64_t c = 0; c < reach; c += step) heads_values(j, sums, pt, ng, hv, j0, c, reach - c < step ? reach - c : step);
         for (int64_t t = 0; t < ng; t++)
             if (live[t]) memcpy(pt[t].acc, sums + t * R * j->Ev, sizeof(float) * (size_t)(R * j->Ev));
     } else {
-        int64_t step = ng == 1 ? most : j->stretch;
-        for (int64_t c = 0; c < most; c += step)
+        int64_t step = ng == 1 ? reach : j->stretch;
+        for (int64_t c = 0; c < reach; c += step)
             for (int64_t t = 0; t < ng; t++)
                 if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
         for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
-        for (int64_t c = 0; c < most; c += step)
+        for (int64_t c = 0; c < reach; c += step)
             for (int64_t t = 0; t < ng; t++)
                 if (live[t] && c < pt[t].last)
                     chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
@@ -1133,28 +1142,30 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     attn_problem *problems = attn_arena_alloc(a, (size_t)max_heads * (size_t)(workers > 0 ? workers : 1), sizeof *problems);
     partial *pts = attn_arena_alloc(a, (size_t)MAX_GROUPS * (size_t)(workers > 0 ? workers : 1), sizeof *pts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
-    atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
+    /* the verbose line's most pages, then most KV heads, one microkernel call read */
+    atomic_int *most_per_call = attn_arena_alloc(a, 2, sizeof *most_per_call);
     if (a->measure) return ATTN_OK;
-    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !pts || !zero || !pages)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !pts || !zero || !most_per_call)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
-    atomic_init(&pages[0], 0), atomic_init(&pages[1], 0);
+    atomic_init(&most_per_call[0], 0), atomic_init(&most_per_call[1], 0);
     atomic_init(&pool.free, pool.shared ? ~0ull >> (POOL_MAX - pool.count) : 0);
     for (int64_t g = 0; g < groups; g++) atomic_init(&bad[g], 0), atomic_init(&done[g], 0);
     for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
     for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
         jobs[c].problems = problems, jobs[c].heads_each = max_heads, jobs[c].pts = pts;
-        jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
+        jobs[c].zero = zero, jobs[c].pages_per_call = &most_per_call[0],
+        jobs[c].heads_per_call = &most_per_call[1];
         jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
         atomic_init(&jobs[c].slot, pool.shared ? -1 : c);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
     info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
-    info->side_by_side = 1, info->pages_per_call = atomic_load(&pages[0]),
-    info->heads_per_call = atomic_load(&pages[1]), info->rows = "in_place";
+    info->side_by_side = 1, info->pages_per_call = atomic_load(&most_per_call[0]),
+    info->heads_per_call = atomic_load(&most_per_call[1]), info->rows = "in_place";
     for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
         attn_problem p0;
         attn_slice(sls[c], 0, &p0);
