@@ -134,13 +134,13 @@ static void rows_values(const decode_job *j, float *acc, const float *s, int64_t
  * rows are 16-bit the ISA streams, else widened a group of rows at a time.
  * Returns max |k| (-1: not finite). */
 static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                         const attn_mat *m, int64_t k, float *tmp, void *wts) {
+                         const attn_mat *m, int64_t k, float *tmp, void *qscratch) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
     if (qq && (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4)) { /* the integer dot product kernel */
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, j->qk->dot(s + r0 * lds, lds, qq, (int)r0, row_block(j, r0), m->base, m->rs,
-                                                     k, m->dtype == ATTN_Q4, wts));
+                                                     k, m->dtype == ATTN_Q4, qscratch));
         return kmax;
     }
     if (streams_16bit(uk, m)) {
@@ -265,11 +265,11 @@ static bool reads_groups(const decode_job *j, const attn_rows *src) {
  * row t of the groups at `groups` (stride bytes apart), read where they
  * lie. Returns a bound on |k| (-1: not finite). */
 static float group_scores(const decode_job *j, float *s, int64_t lds, const float *q, const void *groups,
-                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype, void *wts) {
+                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype, void *qscratch) {
     float kmax = 0;
     for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
         kmax = attn_absmax_join(kmax, j->qk->groups->dot(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), groups,
-                                                         stride, j->E, t, n, dtype == ATTN_Q2C, wts));
+                                                         stride, j->E, t, n, dtype == ATTN_Q2C, qscratch));
     return kmax;
 }
 
@@ -328,7 +328,7 @@ static void note_most(atomic_int *most, int n) {
  * them, others through span_scores (qq: the queries quantized for the
  * integer dot product kernel, or NULL). */
 static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, void *wts,
+                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, void *qscratch,
                           const void **list) {
     float kmax = 0;
     int most = 0;
@@ -344,7 +344,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
                 const void *group = attn_grouped_at(&p->k, at, &t);
                 if (k > P - at % P) k = P - at % P;
                 if (k > p->k.full - at) k = p->k.full - at;
-                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype, wts));
+                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype, qscratch));
                 c += k;
                 continue;
             }
@@ -363,7 +363,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
             int64_t k = attn_rows_span(&p->k, j0 + c, e - c, &m, tmp, GROUP * (j->E + j->Ev));
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
-            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp, wts));
+            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp, qscratch));
             c += k;
         }
     }
@@ -373,9 +373,9 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
 
 /* acc (R × Ev) += the weights s (R × lds) · the k values of one span m,
  * each value row read once for all rows (the integer set's value kernel
- * with its scratch wts). */
+ * with its scratch qscratch). */
 static void span_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_mat *m, int64_t k,
-                        float *tmp, void *wts) {
+                        float *tmp, void *qscratch) {
     const attn_ukernels *uk = j->uk;
     if (streams_16bit(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
@@ -386,7 +386,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     if (integer_values(j, m)) { /* the integer set's own, within f32's bound */
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             j->qk->axpy(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
-                        m->dtype == ATTN_Q4, wts);
+                        m->dtype == ATTN_Q4, qscratch);
         return;
     }
     if (streams_quant(uk, m)) {
@@ -422,7 +422,7 @@ static int64_t value_group(const decode_job *j, const attn_mat *m) {
  * side into tmp, so that they are one group of one call, as in a
  * contiguous cache. */
 static void group_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
-                         int64_t at, int64_t n, float *tmp, void *wts) {
+                         int64_t at, int64_t n, float *tmp, void *qscratch) {
     attn_mat a, b;
     attn_rows_span(src, at, 1, &a, NULL, 0); /* values: never grouped */
     size_t bytes = attn_quant_row_size(a.dtype, a.cols);
@@ -432,7 +432,7 @@ static void group_across(const decode_job *j, float *acc, const float *s, int64_
         for (int64_t r = 0; r < k; r++, i++) memcpy(rows + i * bytes, b.base + r * b.rs * attn_stride_unit(b.dtype), bytes);
     }
     a.base = rows, a.rs = (int64_t)bytes, a.rows = n;
-    span_values(j, acc, s, lds, &a, n, NULL, wts);
+    span_values(j, acc, s, lds, &a, n, NULL, qscratch);
 }
 
 /* acc += the weights · the chunk's `last` values from j0, segment by
@@ -442,7 +442,7 @@ static void group_across(const decode_job *j, float *acc, const float *s, int64_
  * bits, as one contiguous span. (Chunks start on multiples of 16
  * positions, of every value_group.) */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
-                         int64_t j0, int64_t last, float *tmp, void *wts, const void **list) {
+                         int64_t j0, int64_t last, float *tmp, void *qscratch, const void **list) {
     bool lists = lists_rows(j->uk, &p->v);
     prefetcher f = prefetch_start(&p->v, j0, last);
     int64_t ahead = lists ? list_ahead(&p->v) : 0;
@@ -463,14 +463,14 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
             int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m, NULL, 0), vg = value_group(j, &m);
             if (vg > 1 && k % vg && c + k < last) { /* the span ends inside a group */
                 int64_t whole = k - k % vg, n = last - c - whole < vg ? last - c - whole : vg;
-                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp, wts);
-                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp, wts);
+                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp, qscratch);
+                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp, qscratch);
                 c += whole + n;
                 continue;
             }
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
-            else span_values(j, acc, s + c, lds, &m, k, tmp, wts);
+            else span_values(j, acc, s + c, lds, &m, k, tmp, qscratch);
             c += k;
         }
     }
@@ -543,10 +543,10 @@ static bool partial_begin(const decode_job *j, partial *pt, float *partials, int
 /* The scores of the partial's keys j0 + c .. j0 + c + k - 1 (kmax: their
  * max |k|, joined). */
 static void partial_scores(const decode_job *j, partial *pt, int64_t j0, int64_t c, int64_t k, float *tmp,
-                           void *wts, const void **list) {
+                           void *qscratch, const void **list) {
     int64_t lds = attn_round_up(j->chunk, ATTN_VL_MAX);
     if (pt->kmax >= 0)
-        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, wts, list));
+        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, qscratch, list));
 }
 
 /* The scores' masks, variants and softmax: s becomes the weights, m and l
@@ -673,7 +673,8 @@ static void decode_partials(const decode_job *j, float *partials, int64_t g0, in
     float *scratch = j->scratch + worker * j->ws_floats, *sums = scratch + ng * (R * E + R * lds);
     float *tmp = sums + ng * R * j->Ev;
     const void **list = (const void **)(void *)(scratch + j->ws_floats - LIST_FLOATS); /* rows' pointers */
-    void *wts = j->qdot_floats ? scratch + j->ws_floats - LIST_FLOATS - j->qdot_floats : NULL; /* 64-byte aligned */
+    /* the integer set's kernels' scratch (64-byte aligned: plan_job), or NULL without that set */
+    void *qscratch = j->qdot_floats ? scratch + j->ws_floats - LIST_FLOATS - j->qdot_floats : NULL;
     partial *pt = j->pts + worker * MAX_GROUPS;
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
@@ -694,13 +695,13 @@ static void decode_partials(const decode_job *j, float *partials, int64_t g0, in
         int64_t step = ng == 1 ? reach : j->stretch;
         for (int64_t c = 0; c < reach; c += step)
             for (int64_t t = 0; t < ng; t++)
-                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
+                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, qscratch, list);
         for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
         for (int64_t c = 0; c < reach; c += step)
             for (int64_t t = 0; t < ng; t++)
                 if (live[t] && c < pt[t].last)
                     chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
-                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
+                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, qscratch, list);
     }
     /* The partials' outputs, acc / l, for attn_merge_row. */
     for (int64_t t = 0; t < ng; t++)
