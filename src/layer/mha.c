@@ -711,10 +711,10 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     m.arena = &arena;
     size_t es = attn_dtype_size(m.dt);
     int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.mask_l * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
-    char *q, *k, *v, *heads;
+    char *q, *k, *v, *heads; /* (N, L, Hq·D), (N, S2, Hkv·D) twice, (N, L, E): attn_mha_buffers */
     bool ok = attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.S2);
-    char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL;
-    char *per_head = ok && weights ? attn_arena_alloc(&arena, (size_t)nw, es) : NULL;
+    char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL; /* (mask_n, mask_h, mask_l, S2) */
+    char *per_head = ok && weights ? attn_arena_alloc(&arena, (size_t)nw, es) : NULL;  /* (N, Hq, L, S2) */
     if (!ok || (!measure && ((m.masked && !mask) || (weights && !per_head)))) {
         st = attn_mha_out_of(&m, err);
         goto done;

@@ -78,6 +78,8 @@ static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tens
     }
     attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
     m.arena = &arena;
+    /* q (N, L, Hq·D), k and v (N, L, Hkv·D): the new rows; heads (N, L, E);
+     * mask (mask_n, mask_h, mask_l, length + L) */
     char *q, *k, *v, *heads, *mask = NULL;
     /* saved: keys quantized per channel, the residual rows as they are
      * before the append, put back if the step fails after it */
