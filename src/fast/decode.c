@@ -207,6 +207,8 @@ enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096 };
  * page starts' bursts, 1.1-1.3x a row at a time; on two, with the pages on
  * 4 KiB boundaries, 1.04-1.12x for 8 KiB ahead against 1.18x for 4 KiB
  * and 1.4-1.5x for 2 KiB (docs/performance.md). */
+/* LIST_AHEAD_MAX caps those rows where they are short (under 128 bytes,
+ * 8 KiB being more than 64 of them), so that a list stays LIST_FLOATS. */
 enum { LIST_ROWS = 256, LIST_AHEAD_BYTES = 8192, LIST_AHEAD_MAX = 64 };
 /* A list of rows' pointers (chunk_scores, chunk_values): the scratch's
  * last floats, two a pointer. */
