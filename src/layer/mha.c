@@ -627,6 +627,9 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     m->mask_n = m->o.key_padding_mask || (am && am->rank == 3) ? m->N : 1;
     m->mask_h = am && am->rank == 3 ? m->Hq : 1;
     m->mask_l = am || m->causal_in_mask ? m->L : 1; /* key_padding_mask alone: one row, broadcast over the queries */
+    /* Every buffer's elements are at most N·Hq·L·max(S2, E) (q, the heads,
+     * the per-head weights, the merged mask) or N·Hq·S2·E (k and v): both
+     * products fit, so no size formed from them overflows. */
     int64_t big;
     if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
         !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
