@@ -652,6 +652,36 @@ static attn_status check_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_
                              err);
 }
 
+/* The gradients' rows no sequence's call wrote: queries without keys (dq
+ * 0), keys without queries (dk, dv 0); as write_empty for the forward.
+ * grad: dq, dk, dv (NULL: not asked for). */
+static void write_unplanned(attn_tensor *const grad[3], const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                            int64_t batch) {
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+        if (L != 0 && S != 0) continue;
+        for (int t = 0; t < 3; t++) {
+            attn_tensor rows;
+            if (!grad[t]) continue;
+            seq_view(&rows, grad[t], t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], t == 0 ? L : S);
+            attn_fill(&rows, 0.0);
+        }
+    }
+}
+
+/* The ATTN_VERBOSE line of a backward batch, t0 its start (attn_now_ms);
+ * as report for the forward. */
+static void report_backward(const bseq *seqs, int64_t n_planned, const attn_tensor *q, const attn_tensor *k,
+                            const attn_tensor *v, const attn_tensor *lse, const attn_sdpa_options *o,
+                            const attn_run_info *info, double t0) {
+    attn_slices shown; /* the packed tensors, for the line */
+    memset(&shown, 0, sizeof shown);
+    shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
+    for (int64_t i = 0; i < n_planned; i++)
+        shown.has_rope = seqs[i].call.gs.f.has_rope, shown.rope = seqs[i].call.gs.f.rope;
+    attn_verbose_report("sdpa_varlen_backward", info, &shown, o, attn_now_ms() - t0);
+}
+
 /* attn_sdpa_varlen_backward, or with `bytes` the workspace it needs: the
  * same checks and plans, then the plans' and the kernels' scratch
  * measured (the call measures too, with a workspace, before taking it).
@@ -747,28 +777,10 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
         attn_backward_finish(&seqs[i].call);
         if (!n_fused) info.items += seqs[i].call.gs.f.count;
     }
-    if (!st && verbose) {
-        attn_slices shown; /* the packed tensors, for the line */
-        memset(&shown, 0, sizeof shown);
-        shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
-        for (int64_t i = 0; i < n_planned; i++)
-            shown.has_rope = seqs[i].call.gs.f.has_rope, shown.rope = seqs[i].call.gs.f.rope;
-        attn_verbose_report("sdpa_varlen_backward", &info, &shown, &o, attn_now_ms() - t0);
-    }
+    if (!st && verbose) report_backward(seqs, n_planned, q, k, v, lse, &o, &info, t0);
     attn_arena_release(&arena);
     if (st) return st;
-    /* Rows no sequence's call wrote: queries without keys (dq 0), keys
-     * without queries (dk, dv 0). */
-    for (int64_t b = 0; b < batch; b++) {
-        int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
-        if (L != 0 && S != 0) continue;
-        for (int t = 0; t < 3; t++) {
-            attn_tensor rows;
-            if (!grad[t]) continue;
-            seq_view(&rows, grad[t], t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], t == 0 ? L : S);
-            attn_fill(&rows, 0.0);
-        }
-    }
+    write_unplanned(grad, cu_seqlens_q, cu_seqlens_k, batch);
     return ATTN_OK;
 }
 
