@@ -214,8 +214,10 @@ void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *
     positions(v, cache, true, 0, cache->d.capacity, 4, NULL);
 }
 
-/* Grouped keys as the paged row source reads them: one page of `capacity`
- * positions per head, the B·Hk heads side by side. */
+/* The cache's keys, grouped or not, as the paged row source reads them:
+ * one page of `capacity` positions per head, the B·Hk heads side by side,
+ * the length the cache's (attend sets its own, and makes the values from
+ * it). */
 static attn_paged_rows key_rows(const attn_kv_cache *c, const int32_t *one_page) {
     const attn_kv_cache_desc *d = &c->d;
     attn_paged_rows k = {c->k, d->key_dtype ? d->key_dtype : d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim,
@@ -423,6 +425,14 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
     w->k_scale = cache->k_scale, w->v_scale = cache->v_scale, w->hadamard = cache->d.hadamard;
 }
 
+/* A (B, Hk, n, dim) view of the cache's positions narrowed to row `row`:
+ * its (Hk, n, dim) rows. */
+static void drop_batch(attn_tensor *t, const attn_kv_cache *c, int64_t row) {
+    t->data = (char *)t->data + row * t->strides[0] * attn_stride_unit(c->d.dtype);
+    memmove(t->shape, t->shape + 1, 3 * sizeof(int64_t)), memmove(t->strides, t->strides + 1, 3 * sizeof(int64_t));
+    t->rank = 3;
+}
+
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
                               const attn_tensor *v, attn_error *err) {
     attn_tensor dk, dv; /* row `row`'s positions p0 .. p0+n-1: (Hk, n, dim) */
@@ -430,19 +440,12 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
     if (grouped(cache)) { /* k is (Hk, n, E): rank 3, as a row's own */
         append_grouped(cache, row, p0, k);
         positions(&dv, cache, true, p0, n, 4, NULL);
-        dv.data = (char *)dv.data + row * dv.strides[0] * attn_stride_unit(cache->d.dtype);
-        memmove(dv.shape, dv.shape + 1, 3 * sizeof(int64_t)), memmove(dv.strides, dv.strides + 1, 3 * sizeof(int64_t));
-        dv.rank = 3;
+        drop_batch(&dv, cache, row);
         attn_copy_kv_rows(&dv, v, cache->v_scale, cache->d.heads, false); /* x / s, as append stores it */
         return ATTN_OK;
     }
     positions(&dk, cache, false, p0, n, 4, NULL), positions(&dv, cache, true, p0, n, 4, NULL);
-    attn_tensor *t[2] = {&dk, &dv};
-    for (int i = 0; i < 2; i++) { /* drop B: row `row` of it */
-        t[i]->data = (char *)t[i]->data + row * t[i]->strides[0] * attn_stride_unit(cache->d.dtype);
-        memmove(t[i]->shape, t[i]->shape + 1, 3 * sizeof(int64_t)), memmove(t[i]->strides, t[i]->strides + 1, 3 * sizeof(int64_t));
-        t[i]->rank = 3;
-    }
+    drop_batch(&dk, cache, row), drop_batch(&dv, cache, row);
     return write_rows(cache, &dk, &dv, k, v, err);
 }
 
