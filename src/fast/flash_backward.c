@@ -94,7 +94,9 @@ typedef struct bwd_job {
     int64_t mr, nr;
     const attn_grad_slices *gs;
     int64_t L, S, E, Ev, Ep, Evp; /* Ep, Evp: E and Ev rounded up to the vector length */
-    int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials */
+    int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials; a last
+                                   * block's products read up to 16 (ATTN_MR_MAX, and pvt's 16)
+                                   * padding rows past L (block_rows_read), which must exist */
     int64_t br, bc;               /* query rows and keys per block */
     int64_t chunk, n_chunks;      /* keys per work item, items per slice */
     bool capped;                  /* soft-capping: a tile for its derivative */
