@@ -1083,6 +1083,34 @@ static bool rows_in_place(const decode_job *j, const attn_rows *src, bool keys) 
            (keys && quant && j->qk) || streams_fp8(j->uk, &m);
 }
 
+/* The verbose line's account of a batch run (attn_run_info): the kernels
+ * and the ISA, whether some call's rows were widened first, the most KV
+ * heads an item read, the integer kernels quantized keys and values took,
+ * and the most pages and KV heads one microkernel call read. */
+static void describe_run(attn_run_info *info, const decode_job *jobs, const attn_slices *const *sls, int64_t n_calls,
+                         atomic_int *most_per_call) {
+    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
+    info->side_by_side = 1, info->pages_per_call = atomic_load(&most_per_call[0]),
+    info->heads_per_call = atomic_load(&most_per_call[1]), info->rows = "in_place";
+    for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
+        attn_problem p0;
+        attn_slice(sls[c], 0, &p0);
+        if (!rows_in_place(&jobs[c], &p0.k, true) || !rows_in_place(&jobs[c], &p0.v, false)) info->rows = "widened";
+    }
+    for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
+        int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
+        if (kv > info->side_by_side) info->side_by_side = (int)kv;
+    }
+    for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
+        attn_problem p0;
+        attn_slice(sls[c], 0, &p0);
+        if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
+        if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
+        if ((p0.v.dtype == ATTN_Q8 || p0.v.dtype == ATTN_Q4) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
+            info->value_dot = jobs[0].qk->value_dot; /* span_values' integer-set branch */
+    }
+}
+
 attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls, attn_run_info *info,
                                   attn_error *err) {
     attn_arena *a = sls[0]->arena;
@@ -1166,26 +1194,7 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
-    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
-    info->side_by_side = 1, info->pages_per_call = atomic_load(&most_per_call[0]),
-    info->heads_per_call = atomic_load(&most_per_call[1]), info->rows = "in_place";
-    for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
-        attn_problem p0;
-        attn_slice(sls[c], 0, &p0);
-        if (!rows_in_place(&jobs[c], &p0.k, true) || !rows_in_place(&jobs[c], &p0.v, false)) info->rows = "widened";
-    }
-    for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
-        int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
-        if (kv > info->side_by_side) info->side_by_side = (int)kv;
-    }
-    for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
-        attn_problem p0;
-        attn_slice(sls[c], 0, &p0);
-        if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
-        if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
-        if ((p0.v.dtype == ATTN_Q8 || p0.v.dtype == ATTN_Q4) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
-            info->value_dot = jobs[0].qk->value_dot; /* span_values' integer-set branch */
-    }
+    describe_run(info, jobs, sls, n_calls, most_per_call);
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) {
         const decode_job *j = &jobs[c];
