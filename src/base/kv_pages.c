@@ -581,6 +581,17 @@ static void copy_page_rows(attn_kv_pages *p, int32_t to, int32_t from, int64_t n
     attn_copy_rows(&dk, &sk);
 }
 
+/* Copy on write: entry e of a sequence's table, a page another sequence
+ * holds too, becomes a page of its own holding the first `rows` rows of
+ * the shared one, which the sequence lets go of. A free page is there:
+ * pages_needed counted it (copies). */
+static void make_own(attn_kv_pages *p, int32_t *table, int64_t e, int64_t rows) {
+    int32_t own = take_page(p);
+    copy_page_rows(p, own, table[e], rows);
+    p->refs[table[e]]--;
+    table[e] = own;
+}
+
 /* Grouped keys: positions pos .. pos + run - 1 of sequence s, sk (Hk, run,
  * E), into each head's window; a group leaving the window is quantized into
  * its page, which s first makes its own when another sequence holds it. */
@@ -597,12 +608,7 @@ static void append_grouped(attn_kv_pages *pool, int64_t s, const attn_tensor *sk
         }
         if (!full) continue;
         int64_t at = attn_group_full(pos + i, R); /* the group leaving the window */
-        if (pool->refs[table[at / P]] > 1) { /* copy on write (counted by copies) */
-            int32_t own = take_page(pool);
-            copy_page_rows(pool, own, table[at / P], P);
-            pool->refs[table[at / P]]--;
-            table[at / P] = own;
-        }
+        if (pool->refs[table[at / P]] > 1) make_own(pool, table, at / P, P); /* counted by copies */
         for (int64_t h = 0; h < d->heads; h++)
             attn_group_retire(group_at(pool, table, h, at), residual_of(pool, s) + h * window_rows(pool) * E, R, E,
                               d->key_dtype);
@@ -645,12 +651,8 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
         int64_t s = seqs[i], len = pool->lengths[s], add = cu_seqlens[i + 1] - cu_seqlens[i];
         if (add == 0) continue;
         int32_t *table = table_of(pool, s);
-        if (len % P && pool->refs[table[len / P]] > 1) { /* copy on write, of that page alone (counted by copies) */
-            int32_t own = take_page(pool);
-            copy_page_rows(pool, own, table[len / P], len % P);
-            pool->refs[table[len / P]]--;
-            table[len / P] = own;
-        }
+        if (len % P && pool->refs[table[len / P]] > 1) /* its partly filled last page (counted by copies) */
+            make_own(pool, table, len / P, len % P);
         for (int64_t pos = len; pos < len + add;) {
             int64_t row = pos % P, run = P - row < len + add - pos ? P - row : len + add - pos;
             if (row == 0) table[pos / P] = take_page(pool);

@@ -74,9 +74,13 @@ typedef struct decode_job {
     struct partial_pool *pool; /* where its partials lie while it runs */
     atomic_llong slot;    /* its slot of the pool: -1 before its first item, NO_SLOT where none was free */
     atomic_llong left;    /* its items not finished yet; the last one gives the slot back */
-    float *scratch;       /* per worker: q (R × E), s (R × chunk padded), a group of rows,
-                           * q quantized (R × E bytes, then R × E/32 scales and biases),
-                           * the integer set's kernels' scratch, a list of rows' pointers */
+    float *scratch;       /* per worker, ws_floats apart (decode_partials carves it): the
+                           * item's ng groups' queries (ng × R × E), scores (ng × R × lds,
+                           * lds = chunk rounded up to ATTN_VL_MAX) and value sums (ng × R × Ev);
+                           * then tmp: a group of rows widened (GROUP × (E + Ev)) and q
+                           * quantized (R × E bytes, then R × E/32 scales and biases); then
+                           * the integer set's kernels' scratch (qdot_floats) and, last, a
+                           * list of rows' pointers (LIST_FLOATS) */
     int64_t ws_floats;
     int64_t qdot_floats;  /* those kernels' scratch (qdot.h's ATTN_QDOT_SCRATCH), or 0 */
     atomic_uchar *bad;    /* per group of G slices: take the exact kernel */
@@ -130,13 +134,13 @@ static void rows_values(const decode_job *j, float *acc, const float *s, int64_t
  * rows are 16-bit the ISA streams, else widened a group of rows at a time.
  * Returns max |k| (-1: not finite). */
 static float span_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                         const attn_mat *m, int64_t k, float *tmp, void *wts) {
+                         const attn_mat *m, int64_t k, float *tmp, void *qscratch) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
     if (qq && (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4)) { /* the integer dot product kernel */
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, j->qk->dot(s + r0 * lds, lds, qq, (int)r0, row_block(j, r0), m->base, m->rs,
-                                                     k, m->dtype == ATTN_Q4, wts));
+                                                     k, m->dtype == ATTN_Q4, qscratch));
         return kmax;
     }
     if (streams_16bit(uk, m)) {
@@ -203,6 +207,8 @@ enum { PREFETCH_STEP = 4096, PREFETCH_AHEAD = 4096, SEGMENT_BYTES = 4096 };
  * page starts' bursts, 1.1-1.3x a row at a time; on two, with the pages on
  * 4 KiB boundaries, 1.04-1.12x for 8 KiB ahead against 1.18x for 4 KiB
  * and 1.4-1.5x for 2 KiB (docs/performance.md). */
+/* LIST_AHEAD_MAX caps those rows where they are short (under 128 bytes,
+ * 8 KiB being more than 64 of them), so that a list stays LIST_FLOATS. */
 enum { LIST_ROWS = 256, LIST_AHEAD_BYTES = 8192, LIST_AHEAD_MAX = 64 };
 /* A list of rows' pointers (chunk_scores, chunk_values): the scratch's
  * last floats, two a pointer. */
@@ -261,11 +267,11 @@ static bool reads_groups(const decode_job *j, const attn_rows *src) {
  * row t of the groups at `groups` (stride bytes apart), read where they
  * lie. Returns a bound on |k| (-1: not finite). */
 static float group_scores(const decode_job *j, float *s, int64_t lds, const float *q, const void *groups,
-                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype, void *wts) {
+                          int64_t stride, int64_t t, int64_t n, attn_dtype dtype, void *qscratch) {
     float kmax = 0;
     for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
         kmax = attn_absmax_join(kmax, j->qk->groups->dot(s + r0 * lds, lds, q + r0 * j->E, row_block(j, r0), groups,
-                                                         stride, j->E, t, n, dtype == ATTN_Q2C, wts));
+                                                         stride, j->E, t, n, dtype == ATTN_Q2C, qscratch));
     return kmax;
 }
 
@@ -324,7 +330,7 @@ static void note_most(atomic_int *most, int n) {
  * them, others through span_scores (qq: the queries quantized for the
  * integer dot product kernel, or NULL). */
 static float chunk_scores(const decode_job *j, float *s, int64_t lds, const float *q, const attn_qrows *qq,
-                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, void *wts,
+                          const attn_problem *p, int64_t j0, int64_t last, float *tmp, void *qscratch,
                           const void **list) {
     float kmax = 0;
     int most = 0;
@@ -340,7 +346,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
                 const void *group = attn_grouped_at(&p->k, at, &t);
                 if (k > P - at % P) k = P - at % P;
                 if (k > p->k.full - at) k = p->k.full - at;
-                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype, wts));
+                kmax = attn_absmax_join(kmax, group_scores(j, s + c, lds, q, group, p->k.row_step, t, k, p->k.dtype, qscratch));
                 c += k;
                 continue;
             }
@@ -359,7 +365,7 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
             int64_t k = attn_rows_span(&p->k, j0 + c, e - c, &m, tmp, GROUP * (j->E + j->Ev));
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 kmax = attn_absmax_join(kmax, rows_scores(j, s + c, lds, q, (const float *)(const void *)m.base, m.rs, k));
-            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp, wts));
+            else kmax = attn_absmax_join(kmax, span_scores(j, s + c, lds, q, qq, &m, k, tmp, qscratch));
             c += k;
         }
     }
@@ -369,9 +375,9 @@ static float chunk_scores(const decode_job *j, float *s, int64_t lds, const floa
 
 /* acc (R × Ev) += the weights s (R × lds) · the k values of one span m,
  * each value row read once for all rows (the integer set's value kernel
- * with its scratch wts). */
+ * with its scratch qscratch). */
 static void span_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_mat *m, int64_t k,
-                        float *tmp, void *wts) {
+                        float *tmp, void *qscratch) {
     const attn_ukernels *uk = j->uk;
     if (streams_16bit(uk, m)) {
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
@@ -382,7 +388,7 @@ static void span_values(const decode_job *j, float *acc, const float *s, int64_t
     if (integer_values(j, m)) { /* the integer set's own, within f32's bound */
         for (int64_t r0 = 0; r0 < j->R; r0 += ATTN_DECODE_MAX_ROWS)
             j->qk->axpy(acc + r0 * j->Ev, s + r0 * lds, lds, row_block(j, r0), m->base, m->rs, k, j->Ev,
-                        m->dtype == ATTN_Q4, wts);
+                        m->dtype == ATTN_Q4, qscratch);
         return;
     }
     if (streams_quant(uk, m)) {
@@ -418,7 +424,7 @@ static int64_t value_group(const decode_job *j, const attn_mat *m) {
  * side into tmp, so that they are one group of one call, as in a
  * contiguous cache. */
 static void group_across(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_rows *src,
-                         int64_t at, int64_t n, float *tmp, void *wts) {
+                         int64_t at, int64_t n, float *tmp, void *qscratch) {
     attn_mat a, b;
     attn_rows_span(src, at, 1, &a, NULL, 0); /* values: never grouped */
     size_t bytes = attn_quant_row_size(a.dtype, a.cols);
@@ -428,7 +434,7 @@ static void group_across(const decode_job *j, float *acc, const float *s, int64_
         for (int64_t r = 0; r < k; r++, i++) memcpy(rows + i * bytes, b.base + r * b.rs * attn_stride_unit(b.dtype), bytes);
     }
     a.base = rows, a.rs = (int64_t)bytes, a.rows = n;
-    span_values(j, acc, s, lds, &a, n, NULL, wts);
+    span_values(j, acc, s, lds, &a, n, NULL, qscratch);
 }
 
 /* acc += the weights · the chunk's `last` values from j0, segment by
@@ -438,7 +444,7 @@ static void group_across(const decode_job *j, float *acc, const float *s, int64_
  * bits, as one contiguous span. (Chunks start on multiples of 16
  * positions, of every value_group.) */
 static void chunk_values(const decode_job *j, float *acc, const float *s, int64_t lds, const attn_problem *p,
-                         int64_t j0, int64_t last, float *tmp, void *wts, const void **list) {
+                         int64_t j0, int64_t last, float *tmp, void *qscratch, const void **list) {
     bool lists = lists_rows(j->uk, &p->v);
     prefetcher f = prefetch_start(&p->v, j0, last);
     int64_t ahead = lists ? list_ahead(&p->v) : 0;
@@ -459,14 +465,14 @@ static void chunk_values(const decode_job *j, float *acc, const float *s, int64_
             int64_t k = attn_rows_span(&p->v, j0 + c, e - c, &m, NULL, 0), vg = value_group(j, &m);
             if (vg > 1 && k % vg && c + k < last) { /* the span ends inside a group */
                 int64_t whole = k - k % vg, n = last - c - whole < vg ? last - c - whole : vg;
-                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp, wts);
-                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp, wts);
+                if (whole) span_values(j, acc, s + c, lds, &m, whole, tmp, qscratch);
+                group_across(j, acc, s + c + whole, lds, &p->v, j0 + c + whole, n, tmp, qscratch);
                 c += whole + n;
                 continue;
             }
             if (m.dtype == ATTN_F32 && m.cs == 1)
                 rows_values(j, acc, s + c, lds, (const float *)(const void *)m.base, m.rs, k);
-            else span_values(j, acc, s + c, lds, &m, k, tmp, wts);
+            else span_values(j, acc, s + c, lds, &m, k, tmp, qscratch);
             c += k;
         }
     }
@@ -539,10 +545,10 @@ static bool partial_begin(const decode_job *j, partial *pt, float *partials, int
 /* The scores of the partial's keys j0 + c .. j0 + c + k - 1 (kmax: their
  * max |k|, joined). */
 static void partial_scores(const decode_job *j, partial *pt, int64_t j0, int64_t c, int64_t k, float *tmp,
-                           void *wts, const void **list) {
+                           void *qscratch, const void **list) {
     int64_t lds = attn_round_up(j->chunk, ATTN_VL_MAX);
     if (pt->kmax >= 0)
-        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, wts, list));
+        pt->kmax = attn_absmax_join(pt->kmax, chunk_scores(j, pt->s + c, lds, pt->q, pt->qq, &pt->p[0], j0 + c, k, tmp, qscratch, list));
 }
 
 /* The scores' masks, variants and softmax: s becomes the weights, m and l
@@ -583,21 +589,10 @@ static bool partial_softmax(const decode_job *j, partial *pt, int64_t j0) {
     return true;
 }
 
-/* The partials of groups g0 .. g0 + ng - 1 (their problems p[0 .. ng·G))
- * against one chunk of keys. One group (ng = 1) streams the chunk's keys,
- * then its values, each in one pass. Several groups whose KV heads lie
- * side by side in memory (keys packed (tokens, Hk, E)) go j->stretch keys
- * at a time (the positions of about 16 KiB of memory), each group's rows of
- * the stretch in turn, so that together they read that memory at once.
- * Read by separate items, each reading its head's rows and skipping the
- * others', the same bytes came at about half the rate: a batch of 64
- * sequences (Hq 8, Hk 2, d 64, f32) took, on Zen 4, 155-179 ms of one thread's CPU
- * time with one group an item, 120-165 ms with stretches of 64 keys and
- * 100-108 ms with 8 (4 KiB; 90 ms with each head's rows one run of their
- * own). Every key and value row is computed alike in either order (the
- * microkernels' results do not depend on where a call starts), so the
- * partials are the same bits. */
-enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 }; /* an item's groups, query heads and scores at most */
+/* An item's groups, query heads and bytes of scores at most (plan_job):
+ * the first two size each worker's partials in the making (pts) and
+ * problems (22 KiB); the scores stay within a quarter of a 1 MiB L2. */
+enum { MAX_GROUPS = 16, ITEM_HEADS = 32, SCORES_BYTES = 256 << 10 };
 
 /* Whether the item's ng live groups (their problems p[t · G]) take the
  * side-by-side kernels (ukernel.h, dot_rows_heads): keys and values dense
@@ -655,43 +650,60 @@ static void heads_values(const decode_job *j, float *acc, const partial *pt, int
     }
 }
 
+/* The partials of groups g0 .. g0 + ng - 1 (their problems p[0 .. ng·G))
+ * against one chunk of keys. One group (ng = 1) streams the chunk's keys,
+ * then its values, each in one pass. Several groups whose KV heads lie
+ * side by side in memory (keys packed (tokens, Hk, E)) go j->stretch keys
+ * at a time (the positions of about 16 KiB of memory), each group's rows of
+ * the stretch in turn, so that together they read that memory at once.
+ * Read by separate items, each reading its head's rows and skipping the
+ * others', the same bytes came at about half the rate: a batch of 64
+ * sequences (Hq 8, Hk 2, d 64, f32) took, on Zen 4, 155-179 ms of one thread's CPU
+ * time with one group an item, 120-165 ms with stretches of 64 keys and
+ * 100-108 ms with 8 (4 KiB; 90 ms with each head's rows one run of their
+ * own). Every key and value row is computed alike in either order (the
+ * microkernels' results do not depend on where a call starts), so the
+ * partials are the same bits. */
 static void decode_partials(const decode_job *j, float *partials, int64_t g0, int64_t ng, int64_t chunk,
                             const attn_problem *p, int worker) {
     int64_t R = j->R, E = j->E, lds = attn_round_up(j->chunk, ATTN_VL_MAX), S = p[0].k.rows;
-    int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, most = 0;
-    /* scratch: the groups' queries (ng × R × E), their scores (ng × R ×
-     * lds), their sums side by side (ng × R × Ev), then tmp: GROUP rows */
+    /* reach: the keys of the chunk that the farthest-seeing live group sees */
+    int64_t j0 = chunk * j->chunk, n = S - j0 < j->chunk ? S - j0 : j->chunk, reach = 0;
+    /* scratch (decode_job's): the groups' queries (ng × R × E), their
+     * scores (ng × R × lds), their sums side by side (ng × R × Ev), then
+     * tmp: GROUP rows widened, then the queries quantized (plan_job) */
     float *scratch = j->scratch + worker * j->ws_floats, *sums = scratch + ng * (R * E + R * lds);
     float *tmp = sums + ng * R * j->Ev;
     const void **list = (const void **)(void *)(scratch + j->ws_floats - LIST_FLOATS); /* rows' pointers */
-    void *wts = j->qdot_floats ? scratch + j->ws_floats - LIST_FLOATS - j->qdot_floats : NULL; /* 64-byte aligned */
+    /* the integer set's kernels' scratch (64-byte aligned: plan_job), or NULL without that set */
+    void *qscratch = j->qdot_floats ? scratch + j->ws_floats - LIST_FLOATS - j->qdot_floats : NULL;
     partial *pt = j->pts + worker * MAX_GROUPS;
     bool live[MAX_GROUPS];
     for (int64_t t = 0; t < ng; t++) {
         live[t] = partial_begin(j, &pt[t], partials, g0 + t, p + t * j->G, j0, n, scratch + t * R * E,
                                 scratch + ng * R * E + t * R * lds, tmp);
-        if (live[t] && pt[t].last > most) most = pt[t].last;
+        if (live[t] && pt[t].last > reach) reach = pt[t].last;
     }
     int64_t hk, hv;
     if (reads_heads(j, pt, live, ng, &hk, &hv)) { /* all groups' rows of a position at once */
-        int64_t step = ng * R <= ATTN_DECODE_MAX_ROWS ? most : j->stretch;
-        for (int64_t c = 0; c < most; c += step) heads_scores(j, pt, ng, hk, j0, c, most - c < step ? most - c : step);
+        int64_t step = ng * R <= ATTN_DECODE_MAX_ROWS ? reach : j->stretch;
+        for (int64_t c = 0; c < reach; c += step) heads_scores(j, pt, ng, hk, j0, c, reach - c < step ? reach - c : step);
         for (int64_t t = 0; t < ng; t++) live[t] = partial_softmax(j, &pt[t], j0);
         memset(sums, 0, sizeof(float) * (size_t)(ng * R * j->Ev));
-        for (int64_t c = 0; c < most; c += step) heads_values(j, sums, pt, ng, hv, j0, c, most - c < step ? most - c : step);
+        for (int64_t c = 0; c < reach; c += step) heads_values(j, sums, pt, ng, hv, j0, c, reach - c < step ? reach - c : step);
         for (int64_t t = 0; t < ng; t++)
             if (live[t]) memcpy(pt[t].acc, sums + t * R * j->Ev, sizeof(float) * (size_t)(R * j->Ev));
     } else {
-        int64_t step = ng == 1 ? most : j->stretch;
-        for (int64_t c = 0; c < most; c += step)
+        int64_t step = ng == 1 ? reach : j->stretch;
+        for (int64_t c = 0; c < reach; c += step)
             for (int64_t t = 0; t < ng; t++)
-                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
+                if (live[t] && c < pt[t].last) partial_scores(j, &pt[t], j0, c, pt[t].last - c < step ? pt[t].last - c : step, tmp, qscratch, list);
         for (int64_t t = 0; t < ng; t++) live[t] = live[t] && partial_softmax(j, &pt[t], j0);
-        for (int64_t c = 0; c < most; c += step)
+        for (int64_t c = 0; c < reach; c += step)
             for (int64_t t = 0; t < ng; t++)
                 if (live[t] && c < pt[t].last)
                     chunk_values(j, pt[t].acc, pt[t].s + c, lds, &pt[t].p[0], j0 + c,
-                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, wts, list);
+                                 pt[t].last - c < step ? pt[t].last - c : step, tmp, qscratch, list);
     }
     /* The partials' outputs, acc / l, for attn_merge_row. */
     for (int64_t t = 0; t < ng; t++)
@@ -1071,6 +1083,34 @@ static bool rows_in_place(const decode_job *j, const attn_rows *src, bool keys) 
            (keys && quant && j->qk) || streams_fp8(j->uk, &m);
 }
 
+/* The verbose line's account of a batch run (attn_run_info): the kernels
+ * and the ISA, whether some call's rows were widened first, the most KV
+ * heads an item read, the integer kernels quantized keys and values took,
+ * and the most pages and KV heads one microkernel call read. */
+static void describe_run(attn_run_info *info, const decode_job *jobs, const attn_slices *const *sls, int64_t n_calls,
+                         atomic_int *most_per_call) {
+    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
+    info->side_by_side = 1, info->pages_per_call = atomic_load(&most_per_call[0]),
+    info->heads_per_call = atomic_load(&most_per_call[1]), info->rows = "in_place";
+    for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
+        attn_problem p0;
+        attn_slice(sls[c], 0, &p0);
+        if (!rows_in_place(&jobs[c], &p0.k, true) || !rows_in_place(&jobs[c], &p0.v, false)) info->rows = "widened";
+    }
+    for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
+        int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
+        if (kv > info->side_by_side) info->side_by_side = (int)kv;
+    }
+    for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
+        attn_problem p0;
+        attn_slice(sls[c], 0, &p0);
+        if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
+        if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
+        if ((p0.v.dtype == ATTN_Q8 || p0.v.dtype == ATTN_Q4) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
+            info->value_dot = jobs[0].qk->value_dot; /* span_values' integer-set branch */
+    }
+}
+
 attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls, attn_run_info *info,
                                   attn_error *err) {
     attn_arena *a = sls[0]->arena;
@@ -1133,45 +1173,28 @@ attn_status attn_decode_run_calls(const attn_slices *const *sls, int64_t n_calls
     attn_problem *problems = attn_arena_alloc(a, (size_t)max_heads * (size_t)(workers > 0 ? workers : 1), sizeof *problems);
     partial *pts = attn_arena_alloc(a, (size_t)MAX_GROUPS * (size_t)(workers > 0 ? workers : 1), sizeof *pts);
     float *zero = attn_arena_alloc(a, (size_t)max_ev, sizeof(float));
-    atomic_int *pages = attn_arena_alloc(a, 2, sizeof *pages); /* pages, then heads, per call */
+    /* the verbose line's most pages, then most KV heads, one microkernel call read */
+    atomic_int *most_per_call = attn_arena_alloc(a, 2, sizeof *most_per_call);
     if (a->measure) return ATTN_OK;
-    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !pts || !zero || !pages)
+    if (!pool.slots || !bad || !redo || !done || !scratch || !parts || !problems || !pts || !zero || !most_per_call)
         return attn_fail(err, a->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY,
                          "cannot allocate the decode path's scratch");
     memset(zero, 0, sizeof(float) * (size_t)max_ev);
-    atomic_init(&pages[0], 0), atomic_init(&pages[1], 0);
+    atomic_init(&most_per_call[0], 0), atomic_init(&most_per_call[1], 0);
     atomic_init(&pool.free, pool.shared ? ~0ull >> (POOL_MAX - pool.count) : 0);
     for (int64_t g = 0; g < groups; g++) atomic_init(&bad[g], 0), atomic_init(&done[g], 0);
     for (int64_t s = 0; s < slices; s++) atomic_init(&redo[s], 0);
     for (int64_t c = 0, g = 0, s = 0; c < n_calls; g += sls[c]->count / jobs[c].G, s += sls[c]->count, c++) {
         jobs[c].scratch = scratch, jobs[c].ws_floats = ws, jobs[c].parts = parts, jobs[c].parts_each = parts_each;
         jobs[c].problems = problems, jobs[c].heads_each = max_heads, jobs[c].pts = pts;
-        jobs[c].zero = zero, jobs[c].pages_per_call = &pages[0], jobs[c].heads_per_call = &pages[1];
+        jobs[c].zero = zero, jobs[c].pages_per_call = &most_per_call[0],
+        jobs[c].heads_per_call = &most_per_call[1];
         jobs[c].pool = &pool, jobs[c].bad = bad + g, jobs[c].done = done + g, jobs[c].redo = redo + s;
         atomic_init(&jobs[c].slot, pool.shared ? -1 : c);
     }
     decode_batch b = {jobs, first, n_calls};
     info->threads = attn_parallel_for(workers, items, batch_item, &b), info->threads_given = given;
-    info->kernel = "decode", info->isa = jobs[0].uk->name, info->bf16 = NULL, info->key_dot = NULL, info->value_dot = NULL;
-    info->side_by_side = 1, info->pages_per_call = atomic_load(&pages[0]),
-    info->heads_per_call = atomic_load(&pages[1]), info->rows = "in_place";
-    for (int64_t c = 0; c < n_calls; c++) { /* any call's keys or values widened first */
-        attn_problem p0;
-        attn_slice(sls[c], 0, &p0);
-        if (!rows_in_place(&jobs[c], &p0.k, true) || !rows_in_place(&jobs[c], &p0.v, false)) info->rows = "widened";
-    }
-    for (int64_t c = 0; c < n_calls; c++) { /* KV heads an item read: its groups' query heads over a KV head's */
-        int64_t kv = jobs[c].ng * jobs[c].G / (sls[c]->co.shape[2] / sls[c]->ck.shape[2]);
-        if (kv > info->side_by_side) info->side_by_side = (int)kv;
-    }
-    for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
-        attn_problem p0;
-        attn_slice(sls[c], 0, &p0);
-        if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
-        if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
-        if ((p0.v.dtype == ATTN_Q8 || p0.v.dtype == ATTN_Q4) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
-            info->value_dot = jobs[0].qk->value_dot; /* span_values' integer-set branch */
-    }
+    describe_run(info, jobs, sls, n_calls, most_per_call);
     info->items = 0, info->fallbacks = 0;
     for (int64_t c = 0; c < n_calls; c++) {
         const decode_job *j = &jobs[c];

@@ -2,8 +2,9 @@
  * the arithmetic in the per-ISA microkernels (src/kernels/).
  *
  * A work item is up to br query rows of one (batch, head) slice (L is split
- * into equal items). It walks the keys in blocks of bc keys (both sizes are
- * the ISA's, registered with its microkernels): packs the block's keys
+ * into equal items). It walks the keys in blocks of bc keys (both sizes from
+ * the cache model for the active kernel set, attn_blocks_active in
+ * kernels/cores.c, evened out and bounded by call_blocks): packs the block's keys
  * transposed (its values too, unless their rows can be read in place), and
  * for every MR-row tile computes the MR × bc scores in registers, masks
  * them, folds them into the rows' running max m and sum l (rescaling the
@@ -86,16 +87,19 @@ typedef struct flash_job {
 /* One worker's scratch, carved out of job->scratch. */
 typedef struct workspace {
     float *q;  /* br × E, scaled queries */
-    float *kt; /* E × bc, keys transposed */
-    float *v;  /* bc × Evp */
+    float *kt; /* E × bc, keys transposed (row stride kt_stride) */
+    float *v;  /* bc × Evp, the values packed when not read in place */
     float *s;  /* mr × bc: scores, then probabilities */
     float *o;  /* br × Evp, the output accumulator */
-    float *m, *l;
+    float *m, *l; /* br each: the rows' running maximum and sum */
     float *tmp; /* tmp_floats: one row, for widening 16-bit floats; 16 keys' slice of channels (attn_pack_transposed) */
     unsigned char *tile; /* br / MR: each tile's state, TILE_WAITING .. TILE_DONE */
     /* bf16 mode: the packed operands as bf16 pairs, and a zero row */
-    uint32_t *q2, *kt2, *v2, *p2;
-    float *zero;
+    uint32_t *q2;  /* br × E2, pairs along E */
+    uint32_t *kt2; /* E2 × bc (row stride kt_stride), pairs along E */
+    uint32_t *v2;  /* bc / 2 × Evp, pairs of keys */
+    uint32_t *p2;  /* mr × bc / 2, the probabilities as pairs along the keys */
+    float *zero;   /* kt_stride floats of 0: the odd last row of a pair */
 } workspace;
 
 /* A tile's rows start (queries packed, m, l and O set) at the first key block
@@ -111,6 +115,8 @@ static int64_t kt_stride(const flash_job *j, int64_t bc) {
     return 16 * (lines % 2 ? lines : lines + 1);
 }
 
+/* A workspace's floats, in workspace_of's order; the tile states (br / mr
+ * bytes) rounded up to whole floats. */
 static size_t workspace_floats(const flash_job *j) {
     size_t f32 = (size_t)(j->br * j->E + j->E * kt_stride(j, j->bc) + j->bc * j->Evp + j->mr * j->bc +
                           j->br * j->Evp + 2 * j->br + j->tmp_floats + (j->br / j->mr + 3) / 4);
@@ -360,10 +366,11 @@ static void flash_item(void *ctx, int64_t item, int worker) {
     int64_t tiles = attn_round_up(nr, j->mr) / j->mr, E = j->E, nrv = j->nrv;
     workspace w = workspace_of(j, worker);
 
-    /* Keys from the first row's window to the last row's causal limit. */
-    /* The first key rounded down to a vector of keys, so that every block but
-     * the last starts and ends on one: their values are then read in place,
-     * not packed (the tiles skip the keys before their window). */
+    /* Keys from the first row's window to the last row's causal limit, the
+     * first rounded down to a strip of nrv keys (the microkernel's width;
+     * bc is a multiple of it), so that every block but the last starts and
+     * ends on one: their values are then read in place, not packed
+     * (pack_block; the tiles skip the keys before their window). */
     int64_t jend = attn_keys_seen(p, i0 + nr - 1, 0, S), jbegin = attn_first_key(p, i0) / j->nrv * j->nrv;
     /* The first block's keys and values asked for at once: its transpose
      * below then finds rows already on their way, and its tiles their values

@@ -94,7 +94,9 @@ typedef struct bwd_job {
     int64_t mr, nr;
     const attn_grad_slices *gs;
     int64_t L, S, E, Ev, Ep, Evp; /* Ep, Evp: E and Ev rounded up to the vector length */
-    int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials */
+    int64_t Lp;                   /* L + 16 rounded up to 16: rows of D, lse, dQ partials; a last
+                                   * block's products read up to 16 (ATTN_MR_MAX, and pvt's 16)
+                                   * padding rows past L (block_rows_read), which must exist */
     int64_t br, bc;               /* query rows and keys per block */
     int64_t chunk, n_chunks;      /* keys per work item, items per slice */
     bool capped;                  /* soft-capping: a tile for its derivative */
@@ -360,7 +362,10 @@ static const float *block_scores(const bwd_job *j, const workspace *w, const att
     const attn_ukernels *uk = j->uk;
     int64_t ldk = ldk_of(j);
     /* The block's queries (turned by RoPE: packed). The scale is in the
-     * packed keys: S = Q (scale K)ᵀ, and dK is scaled when stored. */
+     * packed keys: S = Q (scale K)ᵀ, and dK is scaled when stored. The keys
+     * are packed anyway, once a block, and dQ += dS (scale K) reuses them;
+     * scaled queries would need a copy of every query block, which f32
+     * rows otherwise skip (block_rows reads them where they lie). */
     const float *q = block_rows(uk, w->q, j->Ep, &g->f.q, i0, nb, block_rows_read(j, nb), !g->f.rope, w->tmp, ldq);
     if (g->f.rope) attn_rope_apply_f32(w->q, j->Ep, 1, nb, g->f.rope, g->f.rope_q0 + i0, 1);
     int64_t nbm = attn_round_up(nb, j->mr);
@@ -409,7 +414,7 @@ static void block_step(const bwd_job *j, const workspace *w, const attn_grad_pro
             continue;
         }
         attn_score_block prow = {p, false, 0}, dsrow = {ds, false, 0};
-        attn_dropout_row(dsrow, 0, &g->f, i0 + r, j0, nc); /* dP = Z ∘ (dout Vᵀ) / (1 - p) */
+        attn_dropout_row(dsrow, 0, &g->f, i0 + r, j0, nc); /* dP = Z ∘ (dout Vᵀ), Z 0 or 1/(1 - p) */
         float shift = w->shift[i0 + r]; /* a recomputed row's maximum m, else 0 */
         for (int64_t c = 0; shift != 0 && c < nc_pad; c++) p[c] -= shift;
         uk->softmax_grad(p, ds, nc_pad, w->lse[i0 + r], w->D[i0 + r]); /* P = exp(S - lse), dS = P ∘ (dP - D) */
@@ -586,9 +591,12 @@ static void store_key_block(const bwd_job *j, const workspace *w, const attn_gra
  * slice's dQ in its own rows. */
 static void bwd_item(void *ctx, int64_t item, int worker) {
     bwd_job *j = ctx;
-    int64_t group_items = grouped_of(j) / j->heads * j->n_chunks, one = item - group_items;
-    int64_t nh = one < 0 ? j->heads : 1, s0 = one < 0 ? item / j->n_chunks * j->heads : grouped_of(j) + one / j->n_chunks;
-    int64_t c = (one < 0 ? item : one) % j->n_chunks;
+    /* single: the item's index among the items of one slice, which follow
+     * those of whole groups (negative: an item of a whole group) */
+    int64_t group_items = grouped_of(j) / j->heads * j->n_chunks, single = item - group_items;
+    int64_t nh = single < 0 ? j->heads : 1;
+    int64_t s0 = single < 0 ? item / j->n_chunks * j->heads : grouped_of(j) + single / j->n_chunks; /* its first slice */
+    int64_t c = (single < 0 ? item : single) % j->n_chunks; /* its chunk */
     if (atomic_load(&j->route[s0]) == ROUTE_EXACT) return; /* items of a group see no exact slice */
     attn_grad_problem g;
     workspace w = workspace_of(j, worker);
@@ -643,7 +651,7 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     float *tmp = workspace_of(j, worker).tmp;
     const attn_mat *m[4] = {&g.f.q, NULL, NULL, &g.dout};
     const attn_rows *kv[4] = {NULL, &g.f.k, &g.f.v, NULL};
-    float big[5] = {0, 0, 0, 0, 0};
+    float big[5] = {0, 0, 0, 0, 0}; /* max |x| of q, k, v, dout, out (-1: not finite, or out's lse or the mask is not) */
     bool stats = false; /* some row's lse is not trusted */
     for (int t = 0; t < 4; t++) {
         int64_t rows = m[t] ? m[t]->rows : kv[t]->rows, cols = m[t] ? m[t]->cols : kv[t]->cols;
@@ -670,13 +678,14 @@ static void slice_check(void *ctx, int64_t slice, int worker) {
     /* The products take q as it is and the keys times the scale. */
     double qmax = big[0] * turn, kmax = big[1] * turn * fabs(g.f.scale);
     /* |dP| and |D| <= G; |dS| <= 2G; dK (before and after its scaling), dQ
-     * and dV sum L or S such terms. */
+     * and dV sum L or S such terms. The bound on them is held to 2^100, the
+     * margin under f32's 2^128 that attn_f32_scores_fit keeps for scores. */
     double G = (double)j->Ev * big[3] * (big[2] > big[4] ? big[2] : big[4]);
-    double most = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax * (1 + fabs(g.f.scale)) + kmax + 1) +
-                  (double)j->L * big[3];
+    double grads = 2 * G * (double)(j->L > j->S ? j->L : j->S) * (qmax * (1 + fabs(g.f.scale)) + kmax + 1) +
+                   (double)j->L * big[3];
     bool ok = big[2] >= 0 && big[3] >= 0 && big[4] >= 0 && attn_f32_scores_fit(qmax, kmax, j->E) &&
               qmax * kmax * (double)j->E <= SCORES_LINEAR && attn_f32_bias_fits(&g.f, j->L, j->S) &&
-              most <= 0x1p100;
+              grads <= 0x1p100;
     atomic_store(&j->route[slice], !ok ? ROUTE_EXACT : stats ? ROUTE_STATS : ROUTE_FUSED);
 }
 

@@ -1,6 +1,8 @@
 /* mha.c -- multi-head attention, torch.nn.MultiheadAttention's forward
  * (attn.h): project, split into heads, attend with attn_sdpa, merge the heads,
- * project out. The projections are kernels/gemm.c's: summed in f32 for an
+ * project out; and the pieces of a call that the layer's step over a cache
+ * (mha_cached.c, mha_paged.c) and its backward pass (mha_backward.c) share
+ * with it (mha.h). The projections are kernels/gemm.c's: summed in f32 for an
  * f32 layer (attn_sgemm), in double for an f64 one (attn_gemm, the exact
  * path the tests hold to PyTorch's float64); the attention is attn_sdpa's,
  * so every kernel and check applies. Projected
@@ -258,7 +260,7 @@ static double mask_term(const attn_tensor *t, const attn_mha_call *m, int64_t n,
     return t->dtype == ATTN_F64 ? ((const double *)t->data)[off] : ((const float *)t->data)[off];
 }
 
-static attn_status check_masks(const attn_mha_call *m, attn_error *err) {
+attn_status attn_mha_check_masks(const attn_mha_call *m, attn_error *err) {
     const attn_tensor *am = m->o.attn_mask, *kpm = m->o.key_padding_mask;
     attn_status st;
     if ((am && (st = attn_check_data(am, "attn_mask", m->measuring, err))) ||
@@ -625,11 +627,14 @@ attn_status attn_mha_plan(attn_mha_call *m, attn_tensor *out_view, attn_tensor *
     m->mask_n = m->o.key_padding_mask || (am && am->rank == 3) ? m->N : 1;
     m->mask_h = am && am->rank == 3 ? m->Hq : 1;
     m->mask_l = am || m->causal_in_mask ? m->L : 1; /* key_padding_mask alone: one row, broadcast over the queries */
+    /* Every buffer's elements are at most N·Hq·L·max(S2, E) (q, the heads,
+     * the per-head weights, the merged mask) or N·Hq·S2·E (k and v): both
+     * products fit, so no size formed from them overflows. */
     int64_t big;
     if (!attn_mul_i64(m->N * m->Hq, m->L, &big) || !attn_mul_i64(big, m->S2 > m->E ? m->S2 : m->E, &big) ||
         !attn_mul_i64(m->N * m->Hq, m->S2, &big) || !attn_mul_i64(big, m->E, &big))
         return attn_fail(err, ATTN_ERR_OVERFLOW, "the layer's sizes overflow");
-    return (st = check_masks(m, err)) ? st : attn_mha_use_packed(m, err);
+    return (st = attn_mha_check_masks(m, err)) ? st : attn_mha_use_packed(m, err);
 }
 
 /* One attn_mha call's arguments. */
@@ -709,10 +714,10 @@ static attn_status mha_run(size_t *measure, const mha_args *a, attn_error *err) 
     m.arena = &arena;
     size_t es = attn_dtype_size(m.dt);
     int64_t nmask = m.masked ? m.mask_n * m.mask_h * m.mask_l * m.S2 : 0, nw = weights ? m.N * m.Hq * m.L * m.S2 : 0;
-    char *q, *k, *v, *heads;
+    char *q, *k, *v, *heads; /* (N, L, Hq·D), (N, S2, Hkv·D) twice, (N, L, E): attn_mha_buffers */
     bool ok = attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.S2);
-    char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL;
-    char *per_head = ok && weights ? attn_arena_alloc(&arena, (size_t)nw, es) : NULL;
+    char *mask = ok && m.masked ? attn_arena_alloc(&arena, (size_t)nmask, es) : NULL; /* (mask_n, mask_h, mask_l, S2) */
+    char *per_head = ok && weights ? attn_arena_alloc(&arena, (size_t)nw, es) : NULL;  /* (N, Hq, L, S2) */
     if (!ok || (!measure && ((m.masked && !mask) || (weights && !per_head)))) {
         st = attn_mha_out_of(&m, err);
         goto done;
@@ -762,129 +767,4 @@ attn_status attn_mha_workspace_size(size_t *bytes, attn_tensor *out, attn_tensor
     if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
     const mha_args a = {out, weights, query, key, value, params, options};
     return mha_run(bytes, &a, err);
-}
-
-/* attn_mha_cached, or with `measure` its workspace, as mha_run. The
- * attention is measured over the cache's keys and values as they will be
- * after the append. */
-static attn_status cached_run(size_t *measure, attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
-                              const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
-    attn_mha_call m;
-    memset(&m, 0, sizeof m);
-    m.p = attn_mha_params_default(), m.o = attn_mha_options_default();
-    if (!params || !cache || !out) return attn_fail(err, ATTN_ERR_NULL, "params, cache and out must not be NULL");
-    attn_status st = attn_versioned_read(&m.p, sizeof m.p, params, "params", "start from attn_mha_params_default()", err);
-    if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err))) return st;
-    if (!options) m.o.causal = ATTN_CAUSAL_BOTTOM_RIGHT; /* as attn_kv_cache_attend's NULL options */
-    if (m.o.add_zero_attn || m.p.bias_k)
-        return attn_fail(err, ATTN_ERR_OPTION, "attn_mha_cached takes no bias_k/bias_v or add_zero_attn (their keys "
-                                               "have no position in a cache)");
-    if ((st = attn_kv_cache_check_causal(m.o.causal, err))) return st;
-    /* The masks cover the cache's keys after the append, length + L of
-     * them: planned apart (below), not as x's own L keys. */
-    const attn_tensor *am = m.o.attn_mask, *kpm = m.o.key_padding_mask;
-    m.o.attn_mask = m.o.key_padding_mask = NULL;
-    attn_tensor out_view;
-    m.measuring = measure != NULL;
-    if ((st = attn_mha_plan(&m, &out_view, out, x, x, x, err)) || (st = attn_check_writable(out, "out", err))) return st;
-    /* The cache against the layer, in its terms (the append would name the
-     * projected keys, which the caller never saw). */
-    attn_kv_paged_view w;
-    attn_kv_cache_pages(&w, cache);
-    if ((st = attn_mha_check_store(&w, "cache", &m, err))) return st;
-    if (w.num_pages != m.N)
-        return attn_fail(err, ATTN_ERR_SHAPE, "the cache holds %lld sequence%s; x has %lld", (long long)w.num_pages,
-                         attn_plural(w.num_pages), (long long)m.N);
-    /* The cache is written too: out, x and the parameters (read after the
-     * append, by out_proj) keep clear of its memory. */
-    attn_tensor ck, cv;
-    attn_kv_cache_storage(&ck, &cv, cache);
-    attn_named ins[ATTN_MHA_INPUTS];
-    const attn_named outs[3] = {{out, "out"}, {&ck, "the cache's keys"}, {&cv, "the cache's values"}};
-    attn_mha_call with_masks = m; /* the masks taken out for planning are read too */
-    with_masks.o.attn_mask = am, with_masks.o.key_padding_mask = kpm;
-    attn_mha_inputs(ins, &with_masks, x, NULL, NULL); /* key and value are x */
-    if ((st = attn_check_no_overlap(outs, 3, ins, ATTN_MHA_INPUTS, err)) ||
-        (!measure && (st = attn_check_workspace(m.context.workspace, m.context.workspace_size, outs, 3, ins,
-                                                ATTN_MHA_INPUTS, err))))
-        return st;
-    int64_t length = attn_kv_cache_length(cache);
-    /* The masks as attn_mha takes them, over S = length + L keys: merged
-     * into one additive mask (mask_n, mask_h, mask_l, S) with PyTorch's
-     * polarity; the causal limit stays the attention's. */
-    attn_mha_call mk = m;
-    mk.S = mk.S2 = length + m.L, mk.o.attn_mask = am, mk.o.key_padding_mask = kpm, mk.causal_in_mask = false;
-    mk.masked = am || kpm;
-    mk.mask_n = kpm || (am && am->rank == 3) ? m.N : 1, mk.mask_h = am && am->rank == 3 ? m.Hq : 1;
-    mk.mask_l = am ? m.L : 1;
-    int64_t nmask = 0;
-    if (mk.masked && ((st = check_masks(&mk, err)) ||
-                      (!attn_mul_i64(mk.mask_n * mk.mask_h, mk.mask_l, &nmask) || !attn_mul_i64(nmask, mk.S2, &nmask))))
-        return st ? st : attn_fail(err, ATTN_ERR_OVERFLOW, "the merged mask's size overflows");
-    attn_rope_options r;
-    m.rope_in_attention = false; /* the cache holds turned keys: turn the new ones before appending */
-    if (m.o.rope) { /* the new positions follow the cached ones */
-        r = attn_rope_options_default();
-        if ((st = attn_versioned_read(&r, sizeof r, m.o.rope, "options->rope", "start from attn_rope_options_default()", err)) ||
-            (st = attn_mha_check_step_rope(&r, length, m.L, err)))
-            return st;
-        r.position_offset = attn_mha_rope_after(r.position_offset, length), m.o.rope = &r;
-    }
-    attn_arena arena = measure ? attn_arena_measuring() : attn_arena_over(m.context.workspace, m.context.workspace_size);
-    m.arena = &arena;
-    char *q, *k, *v, *heads, *mask = NULL;
-    /* saved: keys quantized per channel, the residual rows as they are
-     * before the append, put back if the step fails after it */
-    const int64_t window = attn_kv_cache_window_values(cache);
-    uint16_t *saved = NULL;
-    if (!attn_mha_buffers(&q, &k, &v, &heads, &m, &out_view, m.L) ||
-        (mk.masked && !(mask = attn_arena_alloc(&arena, (size_t)nmask, attn_dtype_size(m.dt))) && !measure) ||
-        (window && !(saved = attn_arena_alloc(&arena, (size_t)window, sizeof *saved)) && !measure)) {
-        st = attn_mha_out_of(&m, err);
-        goto done;
-    }
-    attn_tensor tq, tk, tv, th, tm;
-    attn_mha_mask_view(&tm, mask, &mk);
-    attn_mha_heads_view(&tq, q, &m, m.Hq, m.L), attn_mha_heads_view(&th, heads, &m, m.Hq, m.L);
-    attn_mha_heads_view(&tk, k, &m, m.Hkv, m.L), attn_mha_heads_view(&tv, v, &m, m.Hkv, m.L);
-    attn_sdpa_options so;
-    attn_context rest = attn_mha_rest(&m);
-    if ((st = attn_mha_sdpa_options(&so, &m, m.o.causal, mk.masked ? &tm : NULL, err))) goto done;
-    so.context = &rest;
-    if (measure) { /* the attention over the cache's first length + L positions, as attn_kv_cache_attend reads them */
-        size_t attention; /* q's turned copy with the keys' rotation, and the attention's scratch */
-        if (!(st = attn_kv_cache_attend_bytes(&attention, &th, &tq, cache, length + m.L, &so, err))) {
-            size_t layer = attn_arena_needed(&arena);
-            if (attention > SIZE_MAX - layer)
-                st = attn_fail(err, ATTN_ERR_OVERFLOW, "the step's workspace size overflows");
-            else *measure = layer + attention;
-        }
-        goto done;
-    }
-    if ((st = attn_mha_project_qkv(q, k, v, &m, m.L, false, err))) goto done;
-    if (mk.masked) attn_mha_merge_masks(mask, &mk);
-    attn_mha_verbose_gemm("mha_cached", &m);
-    if (saved) attn_kv_cache_window_copy(cache, saved, false);
-    if ((st = attn_kv_cache_append(cache, &tk, &tv, err))) goto done;
-    if (!(st = attn_kv_cache_attend(&th, NULL, &tq, cache, &so, err)) && !attn_mha_project_out(&out_view, heads, &m))
-        st = attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate a block of packed weights");
-    if (st) { /* the cache as it was: its length, and a window a group left by the append */
-        attn_kv_cache_truncate(cache, length, NULL);
-        if (saved) attn_kv_cache_window_copy(cache, saved, true);
-    }
-done:
-    attn_arena_release(&arena);
-    return st;
-}
-
-attn_status attn_mha_cached(attn_tensor *out, const attn_tensor *x, struct attn_kv_cache *cache,
-                            const attn_mha_params *params, const attn_mha_options *options, attn_error *err) {
-    return cached_run(NULL, out, x, cache, params, options, err);
-}
-
-attn_status attn_mha_cached_workspace_size(size_t *bytes, attn_tensor *out, const attn_tensor *x,
-                                           struct attn_kv_cache *cache, const attn_mha_params *params,
-                                           const attn_mha_options *options, attn_error *err) {
-    if (!bytes) return attn_fail(err, ATTN_ERR_NULL, "bytes is NULL");
-    return cached_run(bytes, out, x, cache, params, options, err);
 }

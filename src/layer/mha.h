@@ -1,5 +1,6 @@
 /* mha.h -- the multi-head attention layer's pieces that its forward (mha.c),
- * its decoding step and its backward pass (mha_backward.c) share. Not public. */
+ * its decoding steps (mha_cached.c, mha_paged.c) and its backward pass
+ * (mha_backward.c) share. Not public. */
 #ifndef ATTN_LAYER_MHA_H
 #define ATTN_LAYER_MHA_H
 
@@ -74,7 +75,8 @@ struct attn_mha_weights {
 #define ATTN_MHA_WEIGHTS_MAGIC 0x6174746e6d686177ull /* "attnmhaw" */
 
 /* The call's own buffers from m->arena (set): q (N, L, Hq·D), k and v
- * (N, key_rows, Hkv·D; zeroed), the heads' output (N, L, E), the
+ * (N, key_rows, Hkv·D; the rows past S zeroed, for add_zero_attn's key and
+ * bias_k's, which is written over), the heads' output (N, L, E), the
  * products' scratch, out_proj's when out's rows are not evenly spaced, and
  * RoPE's tables when q and k are turned after projecting. False when the
  * arena cannot give them. A measuring arena counts them all (the pointers
@@ -180,6 +182,11 @@ attn_status attn_mha_project_qkv(char *q, char *k, char *v, const attn_mha_call 
  * appended keys. */
 void attn_mha_mask_view(attn_tensor *t, char *data, const attn_mha_call *m);
 void attn_mha_merge_masks(char *dst, const attn_mha_call *m);
+/* options->attn_mask and key_padding_mask checked against m's sizes (L
+ * queries, S keys: a cache's step passes the keys it will hold), their
+ * dtypes (bool or the layer's) and extents; messages name the shapes that
+ * fit, in numbers. */
+attn_status attn_mha_check_masks(const attn_mha_call *m, attn_error *err);
 /* RoPE on the projected q (N, L, Hq·D) and k (N, key_rows, Hkv·D), in place. */
 attn_status attn_mha_rotate_heads(char *q, char *k, const attn_mha_call *m, int64_t key_rows, attn_error *err);
 /* options->rope as it turns the queries: query row l at position_offset +

@@ -2,7 +2,7 @@
  * sequences, each of its own length and position: attn_mha_paged over a
  * paged pool, attn_mha_cached_batch over the rows of a contiguous cache.
  *
- * Both are attn_mha_cached (mha.c) for n sequences at once, through one
+ * Both are attn_mha_cached (mha_cached.c) for n sequences at once, through one
  * function (batch_step): sequence i's rows of x are projected as
  * attn_mha_cached projects them (the same products on the same rows; RoPE
  * at the sequence's own positions, after what it holds), the new keys and

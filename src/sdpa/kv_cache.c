@@ -23,7 +23,9 @@
  *     (attn_mha_cached_batch): the cache is a pool of B pages, one per row
  *     (attn_kv_cache_pages), and sequence i's page table is its row.
  * Its own: the positions filled (one length for all rows), append,
- * truncate, and the views and copies of the filled positions. */
+ * truncate, and the views and copies of the filled positions. What
+ * attending over any store adds (its fp8 scales, queries turned by the
+ * Hadamard rotation) is stored_kv.c's. */
 #include "sdpa/sdpa.h"
 
 #include <stddef.h>
@@ -212,8 +214,10 @@ void attn_kv_cache_storage(attn_tensor *k, attn_tensor *v, const attn_kv_cache *
     positions(v, cache, true, 0, cache->d.capacity, 4, NULL);
 }
 
-/* Grouped keys as the paged row source reads them: one page of `capacity`
- * positions per head, the B·Hk heads side by side. */
+/* The cache's keys, grouped or not, as the paged row source reads them:
+ * one page of `capacity` positions per head, the B·Hk heads side by side,
+ * the length the cache's (attend sets its own, and makes the values from
+ * it). */
 static attn_paged_rows key_rows(const attn_kv_cache *c, const int32_t *one_page) {
     const attn_kv_cache_desc *d = &c->d;
     attn_paged_rows k = {c->k, d->key_dtype ? d->key_dtype : d->dtype, 1, d->batch * d->heads, d->capacity, d->key_dim,
@@ -421,6 +425,14 @@ void attn_kv_cache_pages(attn_kv_paged_view *w, const attn_kv_cache *cache) {
     w->k_scale = cache->k_scale, w->v_scale = cache->v_scale, w->hadamard = cache->d.hadamard;
 }
 
+/* A (B, Hk, n, dim) view of the cache's positions narrowed to row `row`:
+ * its (Hk, n, dim) rows. */
+static void drop_batch(attn_tensor *t, const attn_kv_cache *c, int64_t row) {
+    t->data = (char *)t->data + row * t->strides[0] * attn_stride_unit(c->d.dtype);
+    memmove(t->shape, t->shape + 1, 3 * sizeof(int64_t)), memmove(t->strides, t->strides + 1, 3 * sizeof(int64_t));
+    t->rank = 3;
+}
+
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
                               const attn_tensor *v, attn_error *err) {
     attn_tensor dk, dv; /* row `row`'s positions p0 .. p0+n-1: (Hk, n, dim) */
@@ -428,19 +440,12 @@ attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p
     if (grouped(cache)) { /* k is (Hk, n, E): rank 3, as a row's own */
         append_grouped(cache, row, p0, k);
         positions(&dv, cache, true, p0, n, 4, NULL);
-        dv.data = (char *)dv.data + row * dv.strides[0] * attn_stride_unit(cache->d.dtype);
-        memmove(dv.shape, dv.shape + 1, 3 * sizeof(int64_t)), memmove(dv.strides, dv.strides + 1, 3 * sizeof(int64_t));
-        dv.rank = 3;
+        drop_batch(&dv, cache, row);
         attn_copy_kv_rows(&dv, v, cache->v_scale, cache->d.heads, false); /* x / s, as append stores it */
         return ATTN_OK;
     }
     positions(&dk, cache, false, p0, n, 4, NULL), positions(&dv, cache, true, p0, n, 4, NULL);
-    attn_tensor *t[2] = {&dk, &dv};
-    for (int i = 0; i < 2; i++) { /* drop B: row `row` of it */
-        t[i]->data = (char *)t[i]->data + row * t[i]->strides[0] * attn_stride_unit(cache->d.dtype);
-        memmove(t[i]->shape, t[i]->shape + 1, 3 * sizeof(int64_t)), memmove(t[i]->strides, t[i]->strides + 1, 3 * sizeof(int64_t));
-        t[i]->rank = 3;
-    }
+    drop_batch(&dk, cache, row), drop_batch(&dv, cache, row);
     return write_rows(cache, &dk, &dv, k, v, err);
 }
 
@@ -572,62 +577,3 @@ attn_status attn_kv_cache_attend_bytes(size_t *bytes, attn_tensor *out, const at
     length = length < cache->d.capacity ? length : cache->d.capacity;
     return attend(bytes, length > 0 ? length : 1, out, NULL, q, cache, o, err);
 }
-
-attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
-                                      const float *v_scale, int64_t heads, attn_error *err) {
-    if (!k_scale && !v_scale) return ATTN_OK;
-    if (o->k_descale || o->v_descale)
-        return attn_fail(err, ATTN_ERR_OPTION, "options->k_descale or v_descale is set, but the cache keeps its own "
-                         "per-head scales (its desc's k_scale, v_scale)");
-    if (k_scale) attn_tensor_init(ks, (void *)(uintptr_t)k_scale, ATTN_F32, 1, &heads, NULL, NULL), o->k_descale = ks;
-    if (v_scale) attn_tensor_init(vs, (void *)(uintptr_t)v_scale, ATTN_F32, 1, &heads, NULL, NULL), o->v_descale = vs;
-    return ATTN_OK;
-}
-
-attn_status attn_hadamard_queries(attn_tensor *hq, attn_arena *arena, const attn_tensor *q, const attn_sdpa_options *o,
-                                  attn_error *err) {
-    memset(hq, 0, sizeof *hq);
-    if (!q->data && !arena->measure) return ATTN_OK; /* the call's own check names it */
-    if (q->dtype != ATTN_F32)
-        return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; keys stored with the Hadamard rotation take f32 q (turned "
-                         "by the rotation too)", attn_dtype_name(q->dtype));
-    if (o->rope)
-        return attn_fail(err, ATTN_ERR_OPTION, "options->rope is set, but the keys are stored turned by the Hadamard "
-                         "rotation, which RoPE's pairs would not survive: turn keys by RoPE before appending them");
-    int64_t n = attn_tensor_numel(q);
-    if (n < 0 || q->rank < 1) return ATTN_OK; /* the call refuses it */
-    attn_status st = attn_check_extent(q, "q", err);
-    if (st) return st;
-    if ((uint64_t)n > SIZE_MAX / sizeof(float) - 1)
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "q's turned copy overflows");
-    attn_tensor_init(hq, NULL, ATTN_F32, q->rank, q->shape, NULL, NULL);
-    hq->data = attn_arena_alloc(arena, (size_t)(n ? n : 1), sizeof(float));
-    if (arena->measure) return ATTN_OK;
-    if (!hq->data)
-        return attn_fail(err, arena->base ? ATTN_ERR_WORKSPACE : ATTN_ERR_NO_MEMORY, "%s q's turned copy (%lld floats)",
-                         arena->base ? "the workspace has no room left for" : "no memory for", (long long)n);
-    attn_tensor_convert(hq, q, NULL);
-    /* q's last dimension is E, a power of two up to ATTN_HADAMARD_MAX:
-     * checked by the cache; each row turned in place, its f64 scratch on
-     * the stack (attn_hadamard would allocate it) */
-    const int64_t E = q->shape[q->rank - 1];
-    double work[ATTN_HADAMARD_MAX];
-    if (E > ATTN_HADAMARD_MAX || !attn_power_of_two(E))
-        return attn_fail(err, ATTN_ERR_SHAPE, "q's rows have %lld values; keys stored with the Hadamard rotation "
-                         "have a power of two up to %d (their key_dim)", (long long)E, ATTN_HADAMARD_MAX);
-    for (int64_t r = 0; E > 0 && r < n / E; r++) attn_hadamard_f32((float *)hq->data + r * E, E, work);
-    return ATTN_OK;
-}
-
-attn_status attn_hadamard_queries_call(attn_tensor *hq, attn_arena *arena, attn_context *rest, attn_sdpa_options *o,
-                                       const attn_tensor *q, attn_error *err) {
-    attn_sdpa_options read;
-    attn_context c;
-    attn_status st = attn_options_read(&read, &c, o, err);
-    *arena = attn_arena_over(st ? NULL : c.workspace, st ? 0 : c.workspace_size);
-    if (st || (st = attn_hadamard_queries(hq, arena, q, o, err))) return st;
-    *rest = attn_arena_rest(arena, &c);
-    o->context = rest;
-    return ATTN_OK;
-}
-

@@ -297,15 +297,24 @@ void attn_kv_cache_window_copy(attn_kv_cache *cache, uint16_t *saved, bool resto
 attn_status attn_kv_cache_put(const attn_kv_cache *cache, int64_t row, int64_t p0, const attn_tensor *k,
                               const attn_tensor *v, attn_error *err);
 
+/* The workspace attn_kv_cache_attend(out, NULL, q, cache, o) takes once the
+ * cache holds `length` positions (at most its capacity; the step that
+ * appends them measures before it appends): q's turned copy and the
+ * attention's scratch, measured by the code that attends, whatever the
+ * cache's formats (keys per channel included). */
+attn_status attn_kv_cache_attend_bytes(size_t *bytes, attn_tensor *out, const attn_tensor *q,
+                                       const attn_kv_cache *cache, int64_t length, const attn_sdpa_options *o,
+                                       attn_error *err);
+
 /* A cache's or pool's per-head fp8 scales (each NULL or Hk floats) as the
- * options' k_descale and v_descale (kv_cache.c): *ks and *vs, (Hk,) f32
+ * options' k_descale and v_descale (stored_kv.c): *ks and *vs, (Hk,) f32
  * tensors over them, which must outlive the call. Options that set their
  * own: ATTN_ERR_OPTION. */
 attn_status attn_kv_scales_as_descale(attn_sdpa_options *o, attn_tensor *ks, attn_tensor *vs, const float *k_scale,
                                       const float *v_scale, int64_t heads, attn_error *err);
 
 /* The queries of attention over keys stored with the Hadamard rotation
- * (kv_cache.c): *hq an f32 copy of q in C order with every row turned
+ * (stored_kv.c): *hq an f32 copy of q in C order with every row turned
  * (attn_hadamard), its memory from `arena` (the caller's workspace, or
  * malloc's blocks, which the caller releases); a measuring arena only
  * counts its bytes (hq->data NULL, its shape set). q must be f32
@@ -319,14 +328,6 @@ attn_status attn_hadamard_queries(attn_tensor *hq, attn_arena *arena, const attn
  * caller releases *arena after the call, also when this fails), and
  * o->context pointed at *rest, that context with the workspace after the
  * copy, for the kernels' own scratch. */
-/* The workspace attn_kv_cache_attend(out, NULL, q, cache, o) takes once the
- * cache holds `length` positions (at most its capacity; the step that
- * appends them measures before it appends): q's turned copy and the
- * attention's scratch, measured by the code that attends, whatever the
- * cache's formats (keys per channel included). */
-attn_status attn_kv_cache_attend_bytes(size_t *bytes, attn_tensor *out, const attn_tensor *q,
-                                       const attn_kv_cache *cache, int64_t length, const attn_sdpa_options *o,
-                                       attn_error *err);
 attn_status attn_hadamard_queries_call(attn_tensor *hq, attn_arena *arena, attn_context *rest, attn_sdpa_options *o,
                                        const attn_tensor *q, attn_error *err);
 

@@ -1,4 +1,7 @@
-/* varlen.c -- ragged batches: attn_sdpa_varlen, attn_sdpa_varlen_backward and its workspace size.
+/* varlen.c -- ragged batches: attn_sdpa_varlen and attn_sdpa_varlen_paged
+ * (the keys and values of each sequence in pages), attn_sdpa_varlen_backward
+ * and its workspace size, and the batch planned once for every layer that
+ * sdpa_plan.c runs (attn_varlen_plan_*, the last section).
  *
  * q, k and v hold the sequences of a batch one after another along their
  * first dimension, (total, H, E), and cu_seqlens_q / cu_seqlens_k say where
@@ -603,28 +606,24 @@ static bool take_plans(attn_arena *a, size_t nb, bseq **seqs, const attn_grad_sl
     return *seqs && *fused;
 }
 
-/* attn_sdpa_varlen_backward, or with `bytes` the workspace it needs: the
- * same checks and plans, then the plans' and the kernels' scratch
- * measured (the call measures too, with a workspace, before taking it).
- * The plans must exist to be measured, so a measuring call keeps them in
- * malloc's memory. */
-static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
-                                   const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
-                                   const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
-                                   const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
-                                   const attn_tensor *const *masks, const attn_sdpa_options *options,
-                                   attn_error *err) {
-    attn_sdpa_options o;
-    attn_context c;
-    attn_status st = attn_options_read(&o, &c, options, err);
-    bool measuring = bytes != NULL; /* tensors may have NULL data (attn_check_data) */
-    if (st || (st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, &o, measuring, err))) return st;
+/* Everything of attn_sdpa_varlen_backward's arguments checked before any
+ * sequence is planned (o and c as attn_options_read gives them), as
+ * check_varlen checks the forward's. `measuring`: NULL data allowed
+ * (attn_check_data). */
+static attn_status check_varlen_backward(attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, const attn_tensor *dout,
+                                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                         const attn_tensor *out, const attn_tensor *lse, const int64_t *cu_seqlens_q,
+                                         const int64_t *cu_seqlens_k, int64_t batch, const attn_tensor *const *masks,
+                                         const attn_sdpa_options *o, const attn_context *c, bool measuring,
+                                         attn_error *err) {
+    attn_status st;
+    if ((st = check_batch(q, k, v, cu_seqlens_q, cu_seqlens_k, batch, o, measuring, err))) return st;
     if (attn_dtype_half(q->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "q is %s; the ragged backward takes f32 or f64 q (attn_sdpa_backward "
                          "takes a 16-bit one)", attn_dtype_name(q->dtype));
     /* What each sequence's plan requires of the keys, values and scales,
      * for the batch: one with no sequence to plan obeys it too. */
-    if ((st = attn_backward_check_kv(k, v, &o, err))) return st;
+    if ((st = attn_backward_check_kv(k, v, o, err))) return st;
     int64_t want_out[3] = {q->shape[0], q->shape[1], v->shape[2]};
     const attn_tensor *like[3] = {q, k, v};
     attn_tensor *grad[3] = {dq, dk, dv};
@@ -645,12 +644,63 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
     const attn_tensor cq = offsets_bytes(cu_seqlens_q, batch), ck = offsets_bytes(cu_seqlens_k, batch);
     attn_named ins[8 + ATTN_OPTION_TENSORS] = {{dout, "dout"}, {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"},
                                                {&cq, "cu_seqlens_q"}, {&ck, "cu_seqlens_k"}};
-    int n_ins = attn_named_options(ins, 8, ATTN_NAMED_CAP(ins), &o);
+    int n_ins = attn_named_options(ins, 8, ATTN_NAMED_CAP(ins), o);
     if ((st = attn_check_no_overlap(outs, 3, ins, n_ins, err)) ||
-        (st = attn_check_workspace(c.workspace, c.workspace_size, outs, 3, ins, n_ins, err)) ||
-        (st = check_masks_apart(outs, 3, c.workspace, c.workspace_size, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch,
-                                err)))
+        (st = attn_check_workspace(c->workspace, c->workspace_size, outs, 3, ins, n_ins, err)))
         return st;
+    return check_masks_apart(outs, 3, c->workspace, c->workspace_size, masks, cu_seqlens_q, cu_seqlens_k, NULL, batch,
+                             err);
+}
+
+/* The gradients' rows no sequence's call wrote: queries without keys (dq
+ * 0), keys without queries (dk, dv 0); as write_empty for the forward.
+ * grad: dq, dk, dv (NULL: not asked for). */
+static void write_unplanned(attn_tensor *const grad[3], const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k,
+                            int64_t batch) {
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
+        if (L != 0 && S != 0) continue;
+        for (int t = 0; t < 3; t++) {
+            attn_tensor rows;
+            if (!grad[t]) continue;
+            seq_view(&rows, grad[t], t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], t == 0 ? L : S);
+            attn_fill(&rows, 0.0);
+        }
+    }
+}
+
+/* The ATTN_VERBOSE line of a backward batch, t0 its start (attn_now_ms);
+ * as report for the forward. */
+static void report_backward(const bseq *seqs, int64_t n_planned, const attn_tensor *q, const attn_tensor *k,
+                            const attn_tensor *v, const attn_tensor *lse, const attn_sdpa_options *o,
+                            const attn_run_info *info, double t0) {
+    attn_slices shown; /* the packed tensors, for the line */
+    memset(&shown, 0, sizeof shown);
+    shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
+    for (int64_t i = 0; i < n_planned; i++)
+        shown.has_rope = seqs[i].call.gs.f.has_rope, shown.rope = seqs[i].call.gs.f.rope;
+    attn_verbose_report("sdpa_varlen_backward", info, &shown, o, attn_now_ms() - t0);
+}
+
+/* attn_sdpa_varlen_backward, or with `bytes` the workspace it needs: the
+ * same checks and plans, then the plans' and the kernels' scratch
+ * measured (the call measures too, with a workspace, before taking it).
+ * The plans must exist to be measured, so a measuring call keeps them in
+ * malloc's memory. */
+static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *dk, attn_tensor *dv,
+                                   const attn_tensor *dout, const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out, const attn_tensor *lse,
+                                   const int64_t *cu_seqlens_q, const int64_t *cu_seqlens_k, int64_t batch,
+                                   const attn_tensor *const *masks, const attn_sdpa_options *options,
+                                   attn_error *err) {
+    attn_sdpa_options o;
+    attn_context c;
+    attn_status st = attn_options_read(&o, &c, options, err);
+    bool measuring = bytes != NULL; /* tensors may have NULL data (attn_check_data) */
+    if (st || (st = check_varlen_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, masks,
+                                          &o, &c, measuring, err)))
+        return st;
+    attn_tensor *grad[3] = {dq, dk, dv};
     /* Every sequence planned and checked, then all of their scratch taken
      * (and, with a workspace, measured against it first), then the fused
      * kernel's items of every sequence run as one job: nothing is written
@@ -727,28 +777,10 @@ static attn_status varlen_backward(size_t *bytes, attn_tensor *dq, attn_tensor *
         attn_backward_finish(&seqs[i].call);
         if (!n_fused) info.items += seqs[i].call.gs.f.count;
     }
-    if (!st && verbose) {
-        attn_slices shown; /* the packed tensors, for the line */
-        memset(&shown, 0, sizeof shown);
-        shown.q = q, shown.k = k, shown.v = v, shown.lse = lse;
-        for (int64_t i = 0; i < n_planned; i++)
-            shown.has_rope = seqs[i].call.gs.f.has_rope, shown.rope = seqs[i].call.gs.f.rope;
-        attn_verbose_report("sdpa_varlen_backward", &info, &shown, &o, attn_now_ms() - t0);
-    }
+    if (!st && verbose) report_backward(seqs, n_planned, q, k, v, lse, &o, &info, t0);
     attn_arena_release(&arena);
     if (st) return st;
-    /* Rows no sequence's call wrote: queries without keys (dq 0), keys
-     * without queries (dk, dv 0). */
-    for (int64_t b = 0; b < batch; b++) {
-        int64_t L = cu_seqlens_q[b + 1] - cu_seqlens_q[b], S = cu_seqlens_k[b + 1] - cu_seqlens_k[b];
-        if (L != 0 && S != 0) continue;
-        for (int t = 0; t < 3; t++) {
-            attn_tensor rows;
-            if (!grad[t]) continue;
-            seq_view(&rows, grad[t], t == 0 ? cu_seqlens_q[b] : cu_seqlens_k[b], t == 0 ? L : S);
-            attn_fill(&rows, 0.0);
-        }
-    }
+    write_unplanned(grad, cu_seqlens_q, cu_seqlens_k, batch);
     return ATTN_OK;
 }
 
