@@ -69,6 +69,13 @@ __attribute__((format(printf, 3, 4)))
 #endif
 int cli_bad_value(const char *option, const char *value, const char *fmt, ...);
 
+/* --kv VALUE, the storage of a cache's keys and values, read into *out:
+ * the quantized formats (attn.h, "Quantized storage"), bf16 when `bf16`,
+ * then the keys per channel, by attn_dtype_name's names. One list for both
+ * attention commands: a format is added to it once (util.c). Returns 0, or
+ * cli_bad_value's code naming them all. */
+int cli_kv_format(const char *value, bool bf16, attn_dtype *out);
+
 /* The usage error for an argument the subcommand `command` does not take,
  * quoted as cli_bad_value quotes a value. Returns EXIT_USAGE. */
 int cli_unknown_argument(const char *command, const char *arg);

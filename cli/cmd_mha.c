@@ -296,12 +296,7 @@ static int parse(int argc, char **argv, mha_args *a) {
         } else if (strcmp(arg, "--incremental") == 0) {
             a->incremental = true, i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
-            static const char *const FORMATS[7] = {"q8", "q4", "q4_1", "e4m3", "e5m2", "q4c", "q2c"};
-            static const attn_dtype CODES[7] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q4C, ATTN_Q2C};
-            int f = 0;
-            while (val && f < 7 && strcmp(val, FORMATS[f])) f++;
-            if (val && f == 7) code = cli_bad_value("--kv", val, "is not q8, q4, q4_1, e4m3, e5m2, q4c or q2c");
-            else if (val) a->kv = CODES[f];
+            if (val) code = cli_kv_format(val, false, &a->kv);
         } else if (cli_option(argc, argv, &i, NULL, "--kv-scale", &val, &code)) {
             if (val && !cli_parse_kv_scale(val, a->kv_scale))
                 code = cli_bad_value("--kv-scale", val, "is not one or two finite numbers above 0 (S or S,SV)");

@@ -334,14 +334,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             *kv_store = ATTN_BF16;
             i++;
         } else if (cli_option(argc, argv, &i, NULL, "--kv", &val, &code)) {
-            static const char *const NAMES[8] = {"q8", "q4", "q4_1", "e4m3", "e5m2", "bf16", "q4c", "q2c"};
-            static const attn_dtype CODES[8] = {ATTN_Q8,   ATTN_Q4,   ATTN_Q4_1, ATTN_E4M3,
-                                                ATTN_E5M2, ATTN_BF16, ATTN_Q4C,  ATTN_Q2C};
-            int f = 0;
-            while (val && f < 8 && strcmp(val, NAMES[f])) f++;
-            if (!code && f == 8)
-                code = cli_bad_value("--kv", val, "is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c");
-            else if (!code) *kv_store = CODES[f];
+            if (!code) code = cli_kv_format(val, true, kv_store);
         } else {
             code = cli_unknown_argument("sdpa", arg);
         }

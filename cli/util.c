@@ -89,6 +89,29 @@ int cli_bad_value(const char *option, const char *value, const char *fmt, ...) {
     return code;
 }
 
+int cli_kv_format(const char *value, bool bf16, attn_dtype *out) {
+    static const attn_dtype FORMATS[] = {ATTN_Q8,   ATTN_Q4,   ATTN_Q4_1, ATTN_E4M3,
+                                         ATTN_E5M2, ATTN_BF16, ATTN_Q4C,  ATTN_Q2C};
+    enum { N = sizeof FORMATS / sizeof FORMATS[0] };
+    char names[256];
+    size_t len = 0;
+    int listed = 0, taken = 0;
+    for (int f = 0; f < N; f++) taken += FORMATS[f] != ATTN_BF16 || bf16;
+    for (int f = 0; f < N; f++) {
+        if (FORMATS[f] == ATTN_BF16 && !bf16) continue;
+        const char *name = attn_dtype_name(FORMATS[f]);
+        if (strcmp(value, name) == 0) {
+            *out = FORMATS[f];
+            return 0;
+        }
+        listed++;
+        if (len < sizeof names)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
+                                    listed == 1 ? "" : listed == taken ? " or " : ", ", name);
+    }
+    return cli_bad_value("--kv", value, "is not %s", names);
+}
+
 int cli_unknown_argument(const char *command, const char *arg) {
     char *quoted = shell_quote(arg);
     int code = cli_error(EXIT_USAGE, "unknown argument %s (see attn %s --help)", quoted ? quoted : arg, command);

@@ -169,8 +169,18 @@ attn_status attn_check_workspace(const void *workspace, size_t bytes, const attn
 /* Quantized rows (quant.c; the formats byte by byte in attn.h): blocks of
  * ATTN_QBLOCK values for q8 and q4, each an f16 scale and its codes. */
 enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18, ATTN_Q4_1_BLOCK_BYTES = 20 };
-/* d is one of ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2. */
+/* The quantized formats by name, as messages list them; quant.c says what
+ * each is (attn_quant_block_bytes, attn_dtype_fp8), so a format is added
+ * there and here. */
+#define ATTN_QUANT_NAMES "q8, q4, q4_1, e4m3 or e5m2"
+/* d is one of ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (blocked: attn_quant_block_bytes
+ * > 0), ATTN_E4M3, ATTN_E5M2 (fp8: attn_dtype_fp8). */
 bool attn_dtype_quantized(attn_dtype d);
+/* d is an fp8 format, ATTN_E4M3 or ATTN_E5M2: a byte a value, no blocks. */
+bool attn_dtype_fp8(attn_dtype d);
+/* d is a dtype rows of keys and values may be stored in (a cache, a pool's
+ * pages): f64, f32, f16, bf16 or quantized. */
+bool attn_dtype_kv_rows(attn_dtype d);
 /* d is a 16-bit float, ATTN_F16 or ATTN_BF16: as q, computed through f32
  * copies (attn.h, "16-bit queries"). */
 bool attn_dtype_half(attn_dtype d);
@@ -264,12 +274,8 @@ static inline double attn_mat_get(const attn_mat *m, int64_t i, int64_t j) {
     case ATTN_F32: return (double)((const float *)(const void *)m->base)[off];
     case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
     case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)m->base)[off]);
-    case ATTN_Q8:
-    case ATTN_Q4:
-    case ATTN_Q4_1:
-    case ATTN_E4M3:
-    case ATTN_E5M2: return attn_quant_get(m->base + i * m->rs, m->dtype, j);
-    default: return ((const double *)(const void *)m->base)[off];
+    case ATTN_F64: return ((const double *)(const void *)m->base)[off];
+    default: return attn_quant_get(m->base + i * m->rs, m->dtype, j); /* quantized rows, any format */
     }
 }
 

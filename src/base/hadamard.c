@@ -81,7 +81,7 @@ attn_status attn_check_hadamard(int hadamard, attn_dtype dtype, int64_t key_dim,
                          hadamard);
     if (!attn_dtype_quantized(dtype))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s->hadamard is set but the dtype is %s; the rotation is for quantized "
-                         "keys (q8, q4, q4_1, e4m3, e5m2)", name, attn_dtype_name(dtype));
+                         "keys (" ATTN_QUANT_NAMES ")", name, attn_dtype_name(dtype));
     if (!attn_power_of_two(key_dim) || key_dim > ATTN_HADAMARD_MAX)
         return attn_fail(err, ATTN_ERR_SHAPE, "%s->hadamard is set but key_dim is %lld; the Walsh-Hadamard rotation "
                          "needs a power of two up to %d", name, (long long)key_dim, ATTN_HADAMARD_MAX);

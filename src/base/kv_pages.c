@@ -150,9 +150,8 @@ static bool storage_dtype(attn_dtype dt) { return dt == ATTN_F32 || dt == ATTN_F
  * those). */
 static attn_status check_page_dtype(attn_dtype dt, attn_dtype key_dtype, int64_t key_dim, int64_t value_dim,
                                     const char *name, attn_error *err) {
-    if (dt != ATTN_F64 && !storage_dtype(dt) && !attn_dtype_quantized(dt))
-        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f64, f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2",
-                         name);
+    if (!attn_dtype_kv_rows(dt))
+        return attn_fail(err, ATTN_ERR_DTYPE, "%s->dtype must be f64, f32, f16, bf16, " ATTN_QUANT_NAMES, name);
     return attn_check_block_dims(dt, key_dtype, key_dim, value_dim, name, err);
 }
 

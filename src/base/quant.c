@@ -8,14 +8,22 @@
 
 #include <string.h>
 
-bool attn_dtype_quantized(attn_dtype d) {
-    return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_Q4_1 || d == ATTN_E4M3 || d == ATTN_E5M2;
+/* Which formats there are, and their kind, is said here once: a blocked
+ * format by its block's bytes, an fp8 one by attn_dtype_fp8; every other
+ * reader (the checks, attn_mat_get, the kernels' choice of rows read in
+ * place) asks these. */
+int64_t attn_quant_block_bytes(attn_dtype d) {
+    return d == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : d == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : d == ATTN_Q4_1 ? ATTN_Q4_1_BLOCK_BYTES : 0;
 }
+
+bool attn_dtype_fp8(attn_dtype d) { return d == ATTN_E4M3 || d == ATTN_E5M2; }
+
+bool attn_dtype_quantized(attn_dtype d) { return attn_quant_block_bytes(d) > 0 || attn_dtype_fp8(d); }
 
 bool attn_dtype_half(attn_dtype d) { return d == ATTN_F16 || d == ATTN_BF16; }
 
-int64_t attn_quant_block_bytes(attn_dtype d) {
-    return d == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : d == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : d == ATTN_Q4_1 ? ATTN_Q4_1_BLOCK_BYTES : 0;
+bool attn_dtype_kv_rows(attn_dtype d) {
+    return d == ATTN_F64 || d == ATTN_F32 || attn_dtype_half(d) || attn_dtype_quantized(d);
 }
 
 int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
@@ -30,7 +38,7 @@ int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
 size_t attn_quant_row_size(attn_dtype format, int64_t n) {
     int64_t bytes;
     if (n < 1 || !attn_dtype_quantized(format)) return 0;
-    if (format == ATTN_E4M3 || format == ATTN_E5M2) return (uint64_t)n <= SIZE_MAX ? (size_t)n : 0;
+    if (attn_dtype_fp8(format)) return (uint64_t)n <= SIZE_MAX ? (size_t)n : 0;
     if (n % ATTN_QBLOCK) return 0;
     if (!attn_mul_i64(n / ATTN_QBLOCK, attn_quant_block_bytes(format), &bytes) ||
         (uint64_t)bytes > SIZE_MAX)

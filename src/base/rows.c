@@ -25,10 +25,9 @@ attn_rows attn_rows_paged(const attn_paged_rows *pg, int64_t head) {
 attn_status attn_paged_rows_check(const attn_paged_rows *pg, const char *name, attn_error *err) {
     if (!pg) return attn_fail(err, ATTN_ERR_NULL, "%s: the pool is NULL", name);
     if (!pg->pages) return attn_fail(err, ATTN_ERR_NULL, "%s: the pages are NULL", name);
-    if (pg->dtype != ATTN_F64 && pg->dtype != ATTN_F32 && pg->dtype != ATTN_F16 && pg->dtype != ATTN_BF16 &&
-        !attn_dtype_quantized(pg->dtype) && !attn_dtype_grouped(pg->dtype))
+    if (!attn_dtype_kv_rows(pg->dtype) && !attn_dtype_grouped(pg->dtype))
         return attn_fail(err, ATTN_ERR_DTYPE,
-                         "%s are %s; pages hold f64, f32, f16, bf16, q8, q4, q4_1, e4m3 or e5m2 (keys also q4c, q2c)",
+                         "%s are %s; pages hold f64, f32, f16, bf16, " ATTN_QUANT_NAMES " (keys also q4c, q2c)",
                          name, attn_dtype_name(pg->dtype));
     if (attn_dtype_grouped(pg->dtype)) return attn_grouped_rows_check(pg, name, err);
     if (pg->num_pages < 1 || pg->heads < 1 || pg->page_size < 1 || pg->cols < 1 || pg->n_pages < 0 ||

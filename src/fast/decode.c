@@ -46,14 +46,14 @@ static bool streams_16bit(const attn_ukernels *uk, const attn_mat *m) {
  * q4, q4_1: widened in registers, bitwise the f32 kernels on the widened
  * rows). */
 static bool streams_quant(const attn_ukernels *uk, const attn_mat *m) {
-    return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4 || m->dtype == ATTN_Q4_1) && uk->dot_rows_q;
+    return attn_rows_q_format(m->dtype) && uk->dot_rows_q;
 }
 
 /* Whether the ISA's kernels read m's fp8 rows where they lie. e4m3 rows
  * are read as 2^-8 times their values (decode_rows.h): their queries are
  * given times 2^8 (partial_begin), their weights too (partial_softmax). */
 static bool streams_fp8(const attn_ukernels *uk, const attn_mat *m) {
-    return (m->dtype == ATTN_E4M3 || m->dtype == ATTN_E5M2) && uk->dot_rows_fp8;
+    return attn_dtype_fp8(m->dtype) && uk->dot_rows_fp8;
 }
 
 /* Whether rows of dtype d (a source of keys or values) are e4m3 read in
@@ -99,7 +99,7 @@ typedef struct decode_job {
 /* Whether m's values go to the integer set's value kernel (qdot.h: q8 and
  * q4 rows, read where they lie; q4_1 has none and takes axpy_rows_q). */
 static bool integer_values(const decode_job *j, const attn_mat *m) {
-    return (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4) && streams_quant(j->uk, m) && j->qk && j->qk->axpy;
+    return attn_qdot_format(m->dtype) && streams_quant(j->uk, m) && j->qk && j->qk->axpy;
 }
 
 /* The rows of the microkernel block that starts at row r0 of an item. */
@@ -137,7 +137,7 @@ static float span_scores(const decode_job *j, float *s, int64_t lds, const float
                          const attn_mat *m, int64_t k, float *tmp, void *qscratch) {
     const attn_ukernels *uk = j->uk;
     float kmax = 0;
-    if (qq && (m->dtype == ATTN_Q8 || m->dtype == ATTN_Q4)) { /* the integer dot product kernel */
+    if (qq && attn_qdot_format(m->dtype)) { /* the integer dot product kernel */
         for (int64_t r0 = 0; r0 < j->R && kmax >= 0; r0 += ATTN_DECODE_MAX_ROWS)
             kmax = attn_absmax_join(kmax, j->qk->dot(s + r0 * lds, lds, qq, (int)r0, row_block(j, r0), m->base, m->rs,
                                                      k, m->dtype == ATTN_Q4, qscratch));
@@ -522,7 +522,7 @@ static bool partial_begin(const decode_job *j, partial *pt, float *partials, int
     }
     /* q8/q4 keys with an integer dot product set: the queries as int8
      * blocks too (qdot.h), once for the chunk. */
-    if (j->qk && pt->qmax >= 0 && (p[0].k.dtype == ATTN_Q8 || p[0].k.dtype == ATTN_Q4)) {
+    if (j->qk && pt->qmax >= 0 && attn_qdot_format(p[0].k.dtype)) {
         int8_t *codes = (int8_t *)(tmp + GROUP * (E + Ev));
         float *qd = (float *)(codes + R * E);
         attn_qrows_quantize(&pt->qrows, codes, qd, (int32_t *)(qd + R * E / ATTN_QBLOCK), q, R, E, p[0].k.dtype,
@@ -1078,9 +1078,8 @@ static bool rows_in_place(const decode_job *j, const attn_rows *src, bool keys) 
         return src->full >= src->rows || attn_rows_span(src, src->full, 1, &m, NULL, 0) < 1 || streams_16bit(j->uk, &m);
     }
     if (src->rows < 1 || attn_rows_span(src, 0, 1, &m, NULL, 0) < 1) return true;
-    bool quant = m.dtype == ATTN_Q8 || m.dtype == ATTN_Q4;
     return (m.dtype == ATTN_F32 && m.cs == 1) || streams_16bit(j->uk, &m) || streams_quant(j->uk, &m) ||
-           (keys && quant && j->qk) || streams_fp8(j->uk, &m);
+           (keys && attn_qdot_format(m.dtype) && j->qk) || streams_fp8(j->uk, &m);
 }
 
 /* The verbose line's account of a batch run (attn_run_info): the kernels
@@ -1104,9 +1103,9 @@ static void describe_run(attn_run_info *info, const decode_job *jobs, const attn
     for (int64_t c = 0; c < n_calls && jobs[0].qk; c++) { /* quantized keys took the integer kernel */
         attn_problem p0;
         attn_slice(sls[c], 0, &p0);
-        if (p0.k.dtype == ATTN_Q8 || p0.k.dtype == ATTN_Q4) info->key_dot = jobs[0].qk->name;
+        if (attn_qdot_format(p0.k.dtype)) info->key_dot = jobs[0].qk->name;
         if (reads_groups(&jobs[c], &p0.k) && p0.k.full > 0) info->key_dot = jobs[0].qk->groups->name;
-        if ((p0.v.dtype == ATTN_Q8 || p0.v.dtype == ATTN_Q4) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
+        if (attn_qdot_format(p0.v.dtype) && jobs[0].qk->axpy && jobs[0].uk->dot_rows_q)
             info->value_dot = jobs[0].qk->value_dot; /* span_values' integer-set branch */
     }
 }

@@ -131,6 +131,11 @@ typedef struct attn_qdot_kernels {
  * measurement. */
 const attn_qdot_kernels *attn_qdot_active(void);
 
+/* The formats an integer set's dot and axpy take (symmetric blocks of 32
+ * with no minimum: their `q4` argument tells the two apart); decode asks
+ * this, so a format the sets learn is named here once. */
+static inline bool attn_qdot_format(attn_dtype d) { return d == ATTN_Q8 || d == ATTN_Q4; }
+
 /* Quantize nq rows of q (row stride E floats, every value finite) for keys
  * of the given format (ATTN_Q8 or ATTN_Q4) and set qd: per block of 32,
  * a = max |q|, d = a / 127 (f32), c = q · (1/d) rounded to nearest even,

@@ -88,8 +88,15 @@ static bool mask_row(const attn_ukernels *uk, attn_score_block s, const attn_mat
     return ok;
 }
 
+/* Whether nothing after the cap changes a score of the block: no ALiBi
+ * bias, mask, causal limit or window through it, no padding. A variant
+ * applied after the cap is named here, and both predicates below learn it. */
+static bool none_after_cap(const attn_problem *p, bool causal_block, int64_t nc, int64_t nc_pad) {
+    return !p->alibi && !p->mask.base && !causal_block && nc == nc_pad;
+}
+
 bool attn_score_epilogue_only_max(const attn_problem *p, bool causal_block, int64_t nc, int64_t nc_pad) {
-    return !(p->softcap > 0) && !p->alibi && !p->mask.base && !causal_block && nc == nc_pad;
+    return !(p->softcap > 0) && none_after_cap(p, causal_block, nc, nc_pad);
 }
 
 bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn_problem *p,
@@ -98,7 +105,7 @@ bool attn_score_epilogue(const attn_ukernels *uk, attn_score_block s, const attn
     bool ok = true;
     /* When the cap is the last thing to change a row, its kernel's largest
      * value is the row's: no other pass over the row to find it. */
-    bool cap_is_last = p->softcap > 0 && !p->alibi && !p->mask.base && !causal_block && nc == nc_pad;
+    bool cap_is_last = p->softcap > 0 && none_after_cap(p, causal_block, nc, nc_pad);
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = i0 + r;
         float capped_max = -INFINITY;

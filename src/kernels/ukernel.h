@@ -20,6 +20,12 @@
  * registers hold fewer accumulators runs them in blocks inside the call. */
 #define ATTN_DECODE_MAX_ROWS 8
 
+/* The blocked formats dot_rows_q and axpy_rows_q read in place (each ISA's
+ * V_QUANT, decode_rows.h): decode hands them no other, so a blocked format
+ * quant.c learns is widened (widen_quant) until it is named here and its
+ * ISAs' V_QUANT read it. */
+static inline bool attn_rows_q_format(attn_dtype d) { return d == ATTN_Q8 || d == ATTN_Q4 || d == ATTN_Q4_1; }
+
 typedef struct attn_ukernels {
     const char *name; /* "avx512", "avx2" or "c" */
     int vl;           /* floats per vector: 16, 8, or 8 for the portable C kernels */

@@ -88,9 +88,8 @@ static attn_status read_desc(attn_kv_cache_desc *d, int64_t *kbytes, int64_t *vb
     static const char *const NAMES[5] = {"batch", "heads", "capacity", "key_dim", "value_dim"};
     for (int i = 0; i < 5; i++)
         if (dims[i] < 1) return attn_fail(err, ATTN_ERR_SHAPE, "desc->%s is %lld; it must be at least 1", NAMES[i], (long long)dims[i]);
-    if (d->dtype != ATTN_F64 && d->dtype != ATTN_F32 && d->dtype != ATTN_F16 && d->dtype != ATTN_BF16 &&
-        !attn_dtype_quantized(d->dtype))
-        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16, or quantized: q8, q4, q4_1, e4m3 or e5m2");
+    if (!attn_dtype_kv_rows(d->dtype))
+        return attn_fail(err, ATTN_ERR_DTYPE, "desc->dtype must be f64, f32, f16 or bf16, or quantized: " ATTN_QUANT_NAMES);
     if ((st = attn_check_block_dims(d->dtype, d->key_dtype, d->key_dim, d->value_dim, "desc", err)) ||
         (st = attn_group_check(d->key_dtype, d->dtype, d->capacity, d->key_dim, "desc", "desc->capacity", err)) ||
         (st = attn_group_check_plain(d->key_dtype, d->k_scale, d->hadamard, "desc", err)) ||

@@ -42,7 +42,7 @@ static attn_status check_operand(const attn_tensor *t, const char *name, attn_dt
     bool half = attn_dtype_half(t->dtype) || attn_dtype_quantized(t->dtype);
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F64 && !(half && kv))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s; it must be f32 or f64%s", name, tn,
-                         kv ? " (or f16, bf16, q8, q4, q4_1, e4m3 or e5m2 with f32 q)" : "");
+                         kv ? " (or f16, bf16, " ATTN_QUANT_NAMES " with f32 q)" : "");
     if (t->dtype != dtype && !(half && dtype == ATTN_F32))
         return attn_fail(err, ATTN_ERR_DTYPE, "%s is %s but q is %s; all must share one dtype%s",
                          name, tn, attn_dtype_name(dtype), half ? " (f16, bf16 and quantized k and v need f32 q)" : "");
@@ -122,7 +122,7 @@ attn_status attn_check_descale_dtype(const attn_sdpa_options *o, attn_dtype k, a
     const attn_tensor *t[2] = {o->k_descale, o->v_descale};
     attn_dtype dt[2] = {k, v};
     for (int i = 0; i < 2; i++)
-        if (t[i] && dt[i] != ATTN_E4M3 && dt[i] != ATTN_E5M2)
+        if (t[i] && !attn_dtype_fp8(dt[i]))
             return attn_fail(err, ATTN_ERR_DTYPE, "options->%s is set but %s is %s; per-head scales are for e4m3 "
                              "and e5m2 %s", i ? "v_descale" : "k_descale", i ? "v" : "k", attn_dtype_name(dt[i]),
                              i ? "values" : "keys");

@@ -1,6 +1,7 @@
 /* ukernel_avx2.c -- microkernels for AVX2 + FMA + F16C (compiled with -mavx2
  * -mfma -mf16c): a 6 × 16 register tile, 12 ymm accumulators, and a vector exp2
  * that applies 2^n as a power of two built in the exponent bits. */
+#include "base/base.h"
 #include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
@@ -256,7 +257,7 @@ static inline __m256 hsum256_group(const __m256 *h, int kb) {
  * block of 32), widened as widen_quant_avx2.c widens them: code · d exact
  * (q4_1: then + m, one rounding). */
 static inline __m256 quant_vec(const uint8_t *row, int64_t i, attn_dtype format) {
-    int64_t bytes = format == ATTN_Q8 ? 34 : format == ATTN_Q4 ? 18 : 20; /* q4_1: d, m, then the codes */
+    int64_t bytes = format == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : format == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : ATTN_Q4_1_BLOCK_BYTES;
     const uint8_t *b = row + i / 32 * bytes;
     uint16_t h;
     memcpy(&h, b, 2);

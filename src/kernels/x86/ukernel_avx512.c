@@ -1,6 +1,7 @@
 /* ukernel_avx512.c -- microkernels for AVX-512F (compiled with -mavx512f
  * -mfma): a 6 × 64 register tile, 24 zmm accumulators, and a vector exp2
  * that scales by 2^n with vscalefps. */
+#include "base/base.h"
 #include "kernels/exp2.h"
 #include "kernels/ukernel.h"
 
@@ -215,7 +216,7 @@ static inline __m512 widen16_vec(__m256i h, bool f16) {
  * one block of 32), widened as widen_quant_avx512.c widens them: code · d
  * exact (q4_1: then + m, one rounding). */
 static inline __m512 quant_vec(const uint8_t *row, int64_t i, attn_dtype format) {
-    int64_t bytes = format == ATTN_Q8 ? 34 : format == ATTN_Q4 ? 18 : 20; /* q4_1: d, m, then the codes */
+    int64_t bytes = format == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : format == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : ATTN_Q4_1_BLOCK_BYTES;
     const uint8_t *b = row + i / 32 * bytes;
     uint16_t h;
     memcpy(&h, b, 2);
