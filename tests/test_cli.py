@@ -312,10 +312,63 @@ def main():
            np.allclose(context[0], np.round([0.43 + 0.55 + 0.57 + 0.22 + 0.77 + 0.05, 0.15 + 0.87 + 0.85 + 0.58 +
                                              0.25 + 0.80, 0.89 + 0.66 + 0.64 + 0.33 + 0.10 + 0.55], 4) / 6,
                        atol=6e-5), avg)
-    trained = next((x for x in sections if x.startswith("Attention with trainable weights")), "")
+    trained = next((x for x in sections if x.startswith("A head that learns")), "")
     sat = {m[0]: [float(v) for v in m[1].split()] for m in re.findall(r"^\s*(step \d+)\s+(.*)$", trained, re.M)}
-    report("demo_trainable_weights", "Q = X W_Q" in trained and len(sat) == 2 and
+    report("demo_trainable_weights", "learned" in trained and len(sat) == 2 and
            sat["step 1000"][1] > 0.9 and sat["step 1"][1] < 0.5, trained)
+    # The sections in the six-token walk's order: averaging, dot products, Q/K/V,
+    # the division by sqrt(d_k), then the causal mask (and the toy head learning).
+    titles = [x.split("\n")[0] for x in sections[1:]]
+    report("demo_in_the_walks_order", [t.split(":")[0].split(" (")[0] for t in titles] ==
+           ["Plain averaging", "Weights from dot products", "Attention with trainable weights",
+            "Why divide by sqrt(d_k)", "A causal mask", "A head that learns"], titles)
+
+    def demo_matrix(section, title, labels):
+        """The rows of the matrix whose title starts a line with `title` in
+        `section`, by row label (the title may wrap; the rows follow it)."""
+        m = re.search(r"^" + re.escape(title), section, re.M)
+        lines = section[m.end():].splitlines() if m else []
+        num = re.compile(r"^-?\d+\.\d+$")
+        while lines and not (len(lines[0].split()) > 1 and lines[0].split()[0] == labels[0] and
+                             num.match(lines[0].split()[1])): lines.pop(0)
+        got = {}
+        for line in lines:
+            f = line.split()
+            if len(f) < 2 or f[0] not in labels or f[0] in got or \
+               not all(num.match(v) for v in f[1:]): break
+            got[f[0]] = [float(v) for v in f[1:]]
+        return np.array([got[w] for w in labels]) if len(got) == len(labels) else None
+
+    six = ["Your", "journey", "starts", "with", "one", "step"]
+    xs = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64], [0.22, 0.58, 0.33],
+                   [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+    # Step 1's first equation: the scores omega = X X^T (journey's row is
+    # 0.9544 1.4950 1.4754 0.8434 0.7070 1.0865), shown before their softmax.
+    dot = next((x for x in sections if x.startswith("Weights from dot products")), "")
+    omega = demo_matrix(dot, "scores = X X^T", six)
+    report("demo_dot_scores", omega is not None and np.array_equal(omega, np.round(xs @ xs.T, 4)) and
+           dot.index("\nscores = X X^T") < dot.index("\nweights = softmax"), dot[:400])
+    # Trainable weights on the six tokens, 3 features in and 2 out: Q, K, V are
+    # (6, 2), the scores divide by sqrt(2) (the keys' size, not the tokens' 3)
+    # and the output is (6, 2), as SelfAttention(3, 2)(x).shape says.
+    qkv = next((x for x in sections if x.startswith("Attention with trainable weights")), "")
+    w = {n: demo_matrix(qkv, f"{n} (3, 2)", ["x0", "x1", "x2"]) for n in ("W_Q", "W_K", "W_V")}
+    ok = all(m is not None and m.shape == (3, 2) for m in w.values())
+    if ok:
+        q_, k_, v_ = xs @ w["W_Q"], xs @ w["W_K"], xs @ w["W_V"]
+        s_ = q_ @ k_.T / np.sqrt(2)
+        p_ = np.exp(s_ - s_.max(1, keepdims=True))
+        p_ /= p_.sum(1, keepdims=True)
+        shown_w = demo_matrix(qkv, "weights = softmax(Q K^T / sqrt(2))", six)
+        shown_o = demo_matrix(qkv, "output = weights V (6, 2)", six)
+        ok = (shown_w is not None and shown_o is not None and shown_o.shape == (6, 2) and
+              np.abs(shown_w - p_).max() <= 5.1e-5 and np.abs(shown_o - p_ @ v_).max() <= 5.1e-5 and
+              np.array_equal(demo_matrix(qkv, "Q = X W_Q (6, 2)", six), np.round(q_, 4)))
+        # sqrt(3), the tokens' size, would give other weights at 4 decimals
+        s3 = q_ @ k_.T / np.sqrt(3)
+        p3 = np.exp(s3 - s3.max(1, keepdims=True))
+        ok = ok and np.abs(shown_w - p3 / p3.sum(1, keepdims=True)).max() > 1e-3
+    report("demo_six_tokens_qkv_d_out_2", ok, qkv)
     h = attn("demo", "--help")
     report("demo_help_names_both", "plain averaging" in h.stdout and "trainable weights" in h.stdout, h.stdout)
 
