@@ -4,6 +4,7 @@ every kind of bad input (one-line error, right exit code, no output file).
 
 Usage: test_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 """
+import json
 import os
 import re
 import signal
@@ -293,6 +294,42 @@ def main():
         w = np.load(os.path.join(TMP, "w.npy")) if r.returncode == 0 else None
         report(f"six_tokens_softmax_4_16_12_{label}", w is not None and
                np.array_equal(np.round(w[0], 3), want), f"{r.stderr} {w}")
+
+    # The trainable version, SelfAttention(3, 2) on the six tokens with
+    # torch.manual_seed(123): nn.Linear computes x @ weight.T, so its .weight
+    # saved transposed is the W that `attn explain --wq` uses as X W, and the
+    # explainer's output equals the module's, shape (6, 2). Saved untransposed
+    # (2, 3), the error says so.
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None:
+        print("skip explain_nn_linear_weights_transposed: torch is not installed", flush=True)
+    else:
+        class SelfAttention(torch.nn.Module):
+            def __init__(self, d_in, d_out):
+                super().__init__()
+                self.W_q = torch.nn.Linear(d_in, d_out, bias=False)
+                self.W_k = torch.nn.Linear(d_in, d_out, bias=False)
+                self.W_v = torch.nn.Linear(d_in, d_out, bias=False)
+
+            def forward(self, x):
+                q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+                return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+        torch.manual_seed(123)
+        sa = SelfAttention(3, 2).double()
+        want = sa(torch.tensor(x)).detach().numpy()
+        ws = [save(f"{n}.npy", getattr(sa, f"W_{n[1]}").weight.detach().numpy().T.copy()) for n in ("wq", "wk", "wv")]
+        r = attn("explain", "--embeddings", px, "--wq", ws[0], "--wk", ws[1], "--wv", ws[2], "--json")
+        got = np.array(json.loads(r.stdout)["output"]) if r.returncode == 0 else None
+        raw = save("wq_raw.npy", sa.W_q.weight.detach().numpy())
+        bad = attn("explain", "--embeddings", px, "--wq", raw, "--wk", ws[1], "--wv", ws[2])
+        report("explain_nn_linear_weights_transposed",
+               want.shape == (6, 2) and got is not None and got.shape == (6, 2) and
+               np.abs(got - want).max() < 1e-12 and bad.returncode != 0 and ".weight.T" in bad.stderr,
+               f"{r.stderr} {bad.stderr} {got} {want}")
 
     # `attn demo` shows the same numbers.
     r = attn("demo")
