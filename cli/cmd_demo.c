@@ -1,8 +1,10 @@
 /* cmd_demo.c -- `attn demo`: the first worked examples, computed by the
- * library and printed with labels, in the order the story tells them: plain
- * averaging, weights from dot products, a causal mask, the division by
- * sqrt(d_k), and attention with trainable weights (a head that learns).
- * (`make run` shows `attn explain`, the toy model's head step by step.) */
+ * library and printed with labels, in the order the classic six-token walk
+ * tells them: plain averaging, weights from dot products (scores, weights,
+ * context), attention with trainable weights (Q, K, V of the key size d_k,
+ * divided by sqrt(d_k)), why divide by sqrt(d_k), a causal mask, and a head
+ * that learns. (`make run` shows `attn explain`, the toy model's head step by
+ * step.) */
 #include "attn_teach.h"
 #include "cli.h"
 #include "text.h"
@@ -14,6 +16,12 @@
 static const char *const SIX_WORDS[6] = {"Your", "journey", "starts", "with", "one", "step"};
 static double SIX_X[6][3] = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85, 0.64},
                              {0.22, 0.58, 0.33}, {0.77, 0.25, 0.10}, {0.05, 0.80, 0.55}};
+
+/* Untrained projections for the six tokens, d_in = 3 to d_out = 2, used as
+ * X W (fixed numbers in [0, 1), as a uniform random start would give). */
+static double SIX_WQ[3][2] = {{0.29, 0.40}, {0.23, 0.80}, {0.86, 0.52}};
+static double SIX_WK[3][2] = {{0.91, 0.14}, {0.37, 0.65}, {0.05, 0.78}};
+static double SIX_WV[3][2] = {{0.62, 0.33}, {0.18, 0.94}, {0.47, 0.09}};
 
 /* A titled matrix m (rows, cols), at most 6 x 6, to 4 decimals, in blocks of
  * columns when the terminal is narrower. */
@@ -74,6 +82,30 @@ static int averaging(void) {
     return 0;
 }
 
+/* Attention with trainable weights on the six tokens: Q = X W_Q, K = X W_K,
+ * V = X W_V, each (6, 2), the scores divided by sqrt(d_k) with d_k = 2, the
+ * size of the keys (d_out), not of the tokens (d_in = 3). */
+static int six_qkv(void) {
+    attn_explain_input in = {6, 3, 2, 2, &SIX_X[0][0], &SIX_WQ[0][0], &SIX_WK[0][0], &SIX_WV[0][0],
+                             ATTN_EXPLAIN_QKV, 0, 0, 0, ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_explain ex;
+    attn_error err;
+    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+    static const char *const IN[3] = {"x0", "x1", "x2"}, *const OUT[2] = {"d0", "d1"};
+    print_matrix("W_Q (3, 2): d_in = 3 features in, d_out = 2 out (untrained numbers):",
+                 &SIX_WQ[0][0], 3, 2, IN, OUT);
+    print_matrix("W_K (3, 2):", &SIX_WK[0][0], 3, 2, IN, OUT);
+    print_matrix("W_V (3, 2):", &SIX_WV[0][0], 3, 2, IN, OUT);
+    print_matrix("Q = X W_Q (6, 2):", ex.Q, 6, 2, SIX_WORDS, OUT);
+    print_matrix("K = X W_K (6, 2):", ex.K, 6, 2, SIX_WORDS, OUT);
+    print_matrix("weights = softmax(Q K^T / sqrt(2)) (6, 6): d_k = 2, the size of the keys, not d_in = 3",
+                 ex.weights, 6, 6, SIX_WORDS, SIX_WORDS);
+    print_matrix("output = weights V (6, 2): one row per token, d_out = 2 columns", ex.output, 6, 2, SIX_WORDS,
+                 OUT);
+    attn_explain_free(&ex);
+    return 0;
+}
+
 /* sat's row of a head's causal weights on "the cat sat on the mat", after
  * training that head for `steps` steps (attn_train_head, seed 1). */
 static int trained_row(double row[6], const double *x, int steps) {
@@ -111,6 +143,47 @@ static int trainable(void) {
     return code;
 }
 
+/* With real head sizes the division matters more: random rows of 3 scores
+ * (2000 queries, 3 keys each, seed 0, attn_scaling_measure), the mean largest
+ * weight raw and divided by sqrt(d_k), at d_k = 3 and at d_k = 64. */
+static int bigger_heads(void) {
+    static const int DK[2] = {3, 64};
+    static const char *const ROWS[2] = {"d_k = 3", "d_k = 64"}, *const COLS[3] = {"raw", "scaled", "gap"};
+    double top[2][3];
+    attn_scaling_row row;
+    attn_error err;
+    for (int i = 0; i < 2; i++) {
+        if (attn_scaling_measure(&row, DK[i], 2000, 3, 0, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+        top[i][0] = row.top_raw, top[i][1] = row.top_scaled, top[i][2] = row.top_raw - row.top_scaled;
+    }
+    print_matrix("With real head sizes the difference is bigger. Random queries and keys of d_k numbers, 3 keys "
+                 "each (2000 rows, seed 0): the largest weight on average, raw and scaled (divided by sqrt(d_k)):",
+                 &top[0][0], 2, 3, ROWS, COLS);
+    cli_prose(stdout, 3, 3, "At d_k = 64 the raw softmax is close to a hard pick; divided, it is as soft as at "
+              "d_k = 3.");
+    printf("\n");
+    return 0;
+}
+
+/* Weights from dot products, by the library's explainer in mode dot: the
+ * scores X X^T (omega), their softmax (alpha) and the context vectors (z). */
+static int dot_products(void) {
+    attn_explain_input in = {6, 3, 3, 3, &SIX_X[0][0], NULL, NULL, NULL, ATTN_EXPLAIN_DOT, 0, 0, 0,
+                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_explain ex;
+    attn_error err;
+    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+    static const char *const FEATS[3] = {"x0", "x1", "x2"};
+    print_matrix("scores = X X^T, every pair of tokens (6, 6):", ex.scores, 6, 6, SIX_WORDS, SIX_WORDS);
+    print_matrix("weights = softmax(X X^T), each row sums to 1 (6, 6):", ex.weights, 6, 6, SIX_WORDS, SIX_WORDS);
+    print_matrix("context = weights X (6, 3):", ex.output, 6, 3, SIX_WORDS, FEATS);
+    cli_prose(stdout, 3, 3, "The context vector of \"journey\" is [%.4f, %.4f, %.4f].", ex.output[3], ex.output[4],
+              ex.output[5]);
+    printf("\n");
+    attn_explain_free(&ex);
+    return 0;
+}
+
 int cmd_demo(int argc, char **argv) {
     static const cli_setting NO_OPTIONS[] = {{NULL, NULL, false, 0}};
     if (cli_help_asked(argc, argv, NO_OPTIONS)) {
@@ -134,25 +207,18 @@ int cmd_demo(int argc, char **argv) {
     if ((code = averaging())) return code;
 
     cli_prose(stdout, 0, 3, "2. Weights from dot products (no projections, no scaling)");
-    cli_prose(stdout, 3, 3, "q = k = v = X, scale = 1: weights = softmax(X X^T), context = weights X");
+    cli_prose(stdout, 3, 3, "q = k = v = X, scale = 1: scores = X X^T, weights = softmax(scores), context = "
+              "weights X");
     printf("\n");
-    if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
-                       ATTN_CAUSAL_NONE)))
-        return code;
-    print_matrix("weights = softmax(X X^T), each row sums to 1 (6, 6):", weights, 6, 6, SIX_WORDS,
-                 SIX_WORDS);
-    print_matrix("context = weights X (6, 3):", context, 6, 3, SIX_WORDS, FEATS);
-    cli_prose(stdout, 3, 3, "The context vector of \"journey\" is [%.4f, %.4f, %.4f].", context[3], context[4],
-              context[5]);
-    printf("\n");
+    if ((code = dot_products())) return code;
 
-    cli_prose(stdout, 0, 3, "3. A causal mask: each token sees only itself and the tokens before it");
+    cli_prose(stdout, 0, 3, "3. Attention with trainable weights: Q = X W_Q, K = X W_K, V = X W_V");
+    cli_prose(stdout, 3, 3, "Each token gets a query (what it looks for), a key (what it offers) and a value (what "
+              "it hands over), through three matrices that are learned. On the six tokens, with 3 features in "
+              "and 2 out, as SelfAttention(3, 2): the scores are divided by sqrt(d_k), and d_k is the size of "
+              "the keys, 2, not the 3 features of a token.");
     printf("\n");
-    if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
-                       ATTN_CAUSAL_TOP_LEFT)))
-        return code;
-    print_matrix("causal weights (6, 6): zero above the diagonal", weights, 6, 6, SIX_WORDS,
-                 SIX_WORDS);
+    if ((code = six_qkv())) return code;
 
     cli_prose(stdout, 0, 3, "4. Why divide by sqrt(d_k): one row of scores [4, 16, 12] with d_k = 3");
     printf("\n");
@@ -166,12 +232,22 @@ int cmd_demo(int argc, char **argv) {
     if ((code = attend(out, w, q, k, eye, 1, 3, 1, 3, 1.0 / sqrt(3.0), ATTN_CAUSAL_NONE)))
         return code;
     print_matrix("softmax(scores / sqrt(3)): softer, but the same winner", w, 1, 3, SCALED, COLS);
+    if ((code = bigger_heads())) return code;
 
-    cli_prose(stdout, 0, 3, "5. Attention with trainable weights: Q = X W_Q, K = X W_K, V = X W_V");
-    cli_prose(stdout, 3, 3, "Each token gets a query (what it looks for), a key (what it offers) and a value (what "
-              "it hands over), through three matrices that are learned. A head of the toy model (8 features per "
-              "word, d_k = 4) starts from random W_Q, W_K, W_V and learns from sentences that each verb must take "
-              "its subject's features (attn train):");
+    cli_prose(stdout, 0, 3, "5. A causal mask: each token sees only itself and the tokens before it");
+    cli_prose(stdout, 3, 3, "A model that writes left to right must not see the tokens after it: their scores "
+              "are set to -inf before the softmax (here on step 2's scores).");
+    printf("\n");
+    if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
+                       ATTN_CAUSAL_TOP_LEFT)))
+        return code;
+    print_matrix("causal weights (6, 6): zero above the diagonal", weights, 6, 6, SIX_WORDS,
+                 SIX_WORDS);
+
+    cli_prose(stdout, 0, 3, "6. A head that learns");
+    cli_prose(stdout, 3, 3, "W_Q, W_K and W_V are learned, not chosen. A head of the toy model (8 features per "
+              "word, d_k = 4) starts from random W_Q, W_K, W_V and learns from sentences, with a causal mask, "
+              "that each verb must take its subject's features (attn train):");
     printf("\n");
     if ((code = trainable())) return code;
     cli_prose(stdout, 0, 0, "Run `attn explain` for every matrix of a head, `attn train` for the training. Run "

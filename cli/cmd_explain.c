@@ -43,7 +43,8 @@ static const char EXPLAIN_USAGE[] =
     "  --embeddings FILE    your own X (n, d_model) as .npy instead of the toy\n"
     "  --tokens A,B,...     labels for the rows of --embeddings\n"
     "  --wq/--wk/--wv FILE  your own projections (d_model, d_k) / (d_model, d_v),\n"
-    "                       used as X W; all three together\n"
+    "                       used as X W; all three together (a torch nn.Linear's\n"
+    "                       .weight is (d_out, d_in), W transposed: save .weight.T)\n"
     "  --json               every matrix as one JSON object (see docs/explainer.md);\n"
     "                       not with --step\n"
     "  --vocab              the toy's words, each with its features (the rows of X);\n"
@@ -426,9 +427,11 @@ static int load_weights(const explain_args *a, explain_model *m) {
             if ((code = load_matrix(flags[i], paths[i], &rows[i], &cols[i], dst[i]))) return code;
         for (int i = 0; i < 3; i++)
             if (rows[i] != m->d_model)
-                return cli_error(EXIT_DATA, "%s %s has %d row%s but X has d_model = %d column%s",
+                return cli_error(EXIT_DATA, "%s %s has %d row%s but X has d_model = %d column%s%s",
                                  flags[i], paths[i], rows[i], cli_plural(rows[i]), m->d_model,
-                                 cli_plural(m->d_model));
+                                 cli_plural(m->d_model),
+                                 cols[i] == m->d_model ? " (transposed? a torch nn.Linear's .weight is "
+                                                         "(d_out, d_in): save .weight.T)" : "");
         if (cols[0] != cols[1])
             return cli_error(EXIT_DATA, "--wq has d_k = %d column%s but --wk has %d", cols[0], cli_plural(cols[0]),
                              cols[1]);

@@ -334,7 +334,10 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
                                   "   d_k = d_model, so the scores are those of sqrt(d_k). In a real model\n"
                                   "   d_model = heads x d_k, and the scores come out too small.";
         explain_heading(title, n, nk, a->scale_by_d_model ? wrong
-                             : qkv && !a->no_scale ? "Dividing keeps the scores' spread near 1 whatever d_k is."
+                             : qkv && !a->no_scale ? "Why: for random queries and keys (mean 0, variance 1) a score's spread grows like "
+                                                         "sqrt(d_k), and dividing brings it back to about 1 whatever d_k is (attn "
+                                                         "scaling measures it). This head is wired, not random: its scores' "
+                                                         "spread is whatever the wiring makes it."
                                                        : NULL);
         explain_matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }

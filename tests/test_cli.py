@@ -4,6 +4,7 @@ every kind of bad input (one-line error, right exit code, no output file).
 
 Usage: test_cli.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why".
 """
+import json
 import os
 import re
 import signal
@@ -294,6 +295,42 @@ def main():
         report(f"six_tokens_softmax_4_16_12_{label}", w is not None and
                np.array_equal(np.round(w[0], 3), want), f"{r.stderr} {w}")
 
+    # The trainable version, SelfAttention(3, 2) on the six tokens with
+    # torch.manual_seed(123): nn.Linear computes x @ weight.T, so its .weight
+    # saved transposed is the W that `attn explain --wq` uses as X W, and the
+    # explainer's output equals the module's, shape (6, 2). Saved untransposed
+    # (2, 3), the error says so.
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None:
+        print("skip explain_nn_linear_weights_transposed: torch is not installed", flush=True)
+    else:
+        class SelfAttention(torch.nn.Module):
+            def __init__(self, d_in, d_out):
+                super().__init__()
+                self.W_q = torch.nn.Linear(d_in, d_out, bias=False)
+                self.W_k = torch.nn.Linear(d_in, d_out, bias=False)
+                self.W_v = torch.nn.Linear(d_in, d_out, bias=False)
+
+            def forward(self, x):
+                q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+                return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+        torch.manual_seed(123)
+        sa = SelfAttention(3, 2).double()
+        want = sa(torch.tensor(x)).detach().numpy()
+        ws = [save(f"{n}.npy", getattr(sa, f"W_{n[1]}").weight.detach().numpy().T.copy()) for n in ("wq", "wk", "wv")]
+        r = attn("explain", "--embeddings", px, "--wq", ws[0], "--wk", ws[1], "--wv", ws[2], "--json")
+        got = np.array(json.loads(r.stdout)["output"]) if r.returncode == 0 else None
+        raw = save("wq_raw.npy", sa.W_q.weight.detach().numpy())
+        bad = attn("explain", "--embeddings", px, "--wq", raw, "--wk", ws[1], "--wv", ws[2])
+        report("explain_nn_linear_weights_transposed",
+               want.shape == (6, 2) and got is not None and got.shape == (6, 2) and
+               np.abs(got - want).max() < 1e-12 and bad.returncode != 0 and ".weight.T" in bad.stderr,
+               f"{r.stderr} {bad.stderr} {got} {want}")
+
     # `attn demo` shows the same numbers.
     r = attn("demo")
     report("demo_runs", r.returncode == 0 and "[0.4419, 0.6515, 0.5683]" in r.stdout
@@ -312,10 +349,85 @@ def main():
            np.allclose(context[0], np.round([0.43 + 0.55 + 0.57 + 0.22 + 0.77 + 0.05, 0.15 + 0.87 + 0.85 + 0.58 +
                                              0.25 + 0.80, 0.89 + 0.66 + 0.64 + 0.33 + 0.10 + 0.55], 4) / 6,
                        atol=6e-5), avg)
-    trained = next((x for x in sections if x.startswith("Attention with trainable weights")), "")
+    trained = next((x for x in sections if x.startswith("A head that learns")), "")
     sat = {m[0]: [float(v) for v in m[1].split()] for m in re.findall(r"^\s*(step \d+)\s+(.*)$", trained, re.M)}
-    report("demo_trainable_weights", "Q = X W_Q" in trained and len(sat) == 2 and
+    report("demo_trainable_weights", "learned" in trained and len(sat) == 2 and
            sat["step 1000"][1] > 0.9 and sat["step 1"][1] < 0.5, trained)
+    # The sections in the six-token walk's order: averaging, dot products, Q/K/V,
+    # the division by sqrt(d_k), then the causal mask (and the toy head learning).
+    titles = [x.split("\n")[0] for x in sections[1:]]
+    report("demo_in_the_walks_order", [t.split(":")[0].split(" (")[0] for t in titles] ==
+           ["Plain averaging", "Weights from dot products", "Attention with trainable weights",
+            "Why divide by sqrt(d_k)", "A causal mask", "A head that learns"], titles)
+
+    def demo_matrix(section, title, labels):
+        """The rows of the matrix whose title starts a line with `title` in
+        `section`, by row label (the title may wrap; the rows follow it)."""
+        m = re.search(r"^" + re.escape(title), section, re.M)
+        lines = section[m.end():].splitlines() if m else []
+        num = re.compile(r"^-?\d+\.\d+$")
+        while lines and not (len(lines[0].split()) > 1 and lines[0].split()[0] == labels[0] and
+                             num.match(lines[0].split()[1])): lines.pop(0)
+        got = {}
+        for line in lines:
+            f = line.split()
+            if len(f) < 2 or f[0] not in labels or f[0] in got or \
+               not all(num.match(v) for v in f[1:]): break
+            got[f[0]] = [float(v) for v in f[1:]]
+        return np.array([got[w] for w in labels]) if len(got) == len(labels) else None
+
+    six = ["Your", "journey", "starts", "with", "one", "step"]
+    xs = np.array([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64], [0.22, 0.58, 0.33],
+                   [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+    # Step 1's first equation: the scores omega = X X^T (journey's row is
+    # 0.9544 1.4950 1.4754 0.8434 0.7070 1.0865), shown before their softmax.
+    dot = next((x for x in sections if x.startswith("Weights from dot products")), "")
+    omega = demo_matrix(dot, "scores = X X^T", six)
+    report("demo_dot_scores", omega is not None and np.array_equal(omega, np.round(xs @ xs.T, 4)) and
+           dot.index("\nscores = X X^T") < dot.index("\nweights = softmax"), dot[:400])
+    # Trainable weights on the six tokens, 3 features in and 2 out: Q, K, V are
+    # (6, 2), the scores divide by sqrt(2) (the keys' size, not the tokens' 3)
+    # and the output is (6, 2), as SelfAttention(3, 2)(x).shape says.
+    qkv = next((x for x in sections if x.startswith("Attention with trainable weights")), "")
+    w = {n: demo_matrix(qkv, f"{n} (3, 2)", ["x0", "x1", "x2"]) for n in ("W_Q", "W_K", "W_V")}
+    ok = all(m is not None and m.shape == (3, 2) for m in w.values())
+    if ok:
+        q_, k_, v_ = xs @ w["W_Q"], xs @ w["W_K"], xs @ w["W_V"]
+        s_ = q_ @ k_.T / np.sqrt(2)
+        p_ = np.exp(s_ - s_.max(1, keepdims=True))
+        p_ /= p_.sum(1, keepdims=True)
+        shown_w = demo_matrix(qkv, "weights = softmax(Q K^T / sqrt(2))", six)
+        shown_o = demo_matrix(qkv, "output = weights V (6, 2)", six)
+        ok = (shown_w is not None and shown_o is not None and shown_o.shape == (6, 2) and
+              np.abs(shown_w - p_).max() <= 5.1e-5 and np.abs(shown_o - p_ @ v_).max() <= 5.1e-5 and
+              np.array_equal(demo_matrix(qkv, "Q = X W_Q (6, 2)", six), np.round(q_, 4)))
+        # sqrt(3), the tokens' size, would give other weights at 4 decimals
+        s3 = q_ @ k_.T / np.sqrt(3)
+        p3 = np.exp(s3 - s3.max(1, keepdims=True))
+        ok = ok and np.abs(shown_w - p3 / p3.sum(1, keepdims=True)).max() > 1e-3
+    report("demo_six_tokens_qkv_d_out_2", ok, qkv)
+    # "With real head sizes like 64, the difference is much bigger": random rows
+    # of 3 scores, the mean largest weight raw and divided by sqrt(d_k). NumPy's
+    # own 200,000 rows give about 0.674 / 0.569 at d_k = 3 and 0.926 / 0.595 at
+    # d_k = 64; the demo's 2000 rows are within sampling noise of them.
+    why = next((x for x in sections if x.startswith("Why divide by sqrt(d_k)")), "")
+    rows_ = re.findall(r"^\s*d_k = (3|64)\s+(\d\.\d{4})\s+(\d\.\d{4})\s+(\d\.\d{4})\s*$", why, re.M)
+    big = np.array([[float(v) for v in r_[1:]] for r_ in rows_]) \
+        if [r_[0] for r_ in rows_] == ["3", "64"] else None
+    nrng = np.random.default_rng(1)
+    want = []
+    for d in (3, 64):
+        qq, kk = nrng.standard_normal((200000, d)), nrng.standard_normal((200000, 3, d))
+        ss = np.einsum("qd,qkd->qk", qq, kk)
+        tops = []
+        for sc in (1.0, d ** -0.5):
+            a_ = ss * sc
+            p_ = np.exp(a_ - a_.max(1, keepdims=True))
+            tops.append((p_ / p_.sum(1, keepdims=True)).max(1).mean())
+        want.append(tops)
+    want = np.array(want)
+    report("demo_bigger_heads_bigger_difference", big is not None and big.shape == (2, 3) and
+           np.abs(big[:, :2] - want).max() < 0.02 and big[1, 2] > 2 * big[0, 2], f"{big} {want} {why[-600:]}")
     h = attn("demo", "--help")
     report("demo_help_names_both", "plain averaging" in h.stdout and "trainable weights" in h.stdout, h.stdout)
 

@@ -459,4 +459,15 @@ report("page_tiles_state_the_library_blocks",
        f"page says {said.groups() if said else 'no block sizes'}; attn_get_tuning: {tuning.block_rows} rows, "
        f"{tuning.block_keys} keys ({tuning.blocks_for}); attn.h's Zen 3: {zen3[1] if zen3 else None}")
 
+# The paper (section 3.2.1) calls additive and dot-product attention "similar in
+# theoretical complexity": a statement about cost. The page must not turn it into
+# one about quality ("equally good in theory"), and must keep the paper's finding
+# that, unscaled, additive attention did better for larger d_k.
+additive = re.search(r'id="step-additive".*?</section>', page)
+additive = re.sub(r"<[^>]+>", "", additive[0]) if additive else ""
+report("page_additive_cost_not_quality",
+       "similar in theoretical complexity" in additive and "claim about cost, not quality" in additive and
+       not re.search(r"equally (good|well) in theory", additive) and
+       "additive attention did better than dot-product attention for larger dk" in additive, additive[:600])
+
 sys.exit(1 if failed else 0)

@@ -632,6 +632,16 @@ def test_learner_text():
            rows[1][3:7] == ["·"] * 4 and "·" not in rows[2] and "masked" in r.stdout, r.stdout)
     r = run("explain", "--causal", "--step", "scaled", DEFAULT)
     report("causal_scaled_shows_minus_inf", r.returncode == 0 and sum(l.split().count("-inf") for l in r.stdout.splitlines()[3:]) == 15, r.stdout)
+    # The division's reason is a statement about random queries and keys: the
+    # wired head's scaled scores have a spread of about 0.55, not 1, so the text
+    # must not say that this head's spread comes out near 1.
+    j = explain_json(DEFAULT)
+    spread = float(np.std(np.array(j["scores"]) / 2))
+    r = run("explain", "--step", "scaled", DEFAULT)
+    said = flat(r.stdout)
+    report("scaled_step_reason_is_for_random_scores", r.returncode == 0 and abs(spread - 1) > 0.3 and
+           "for random queries and keys" in said and "grows like sqrt(d_k)" in said and "not random" in said,
+           f"{spread} {said[:400]}")
     r = run("explain", "--step", "summary", DEFAULT)
     lines = {l.split()[0]: l for l in r.stdout.splitlines() if "->" in l}
     report("repeated_words_labelled_by_position", set(lines) == {"the₁", "the₂", "cat", "sat", "on", "mat"} and
