@@ -3,8 +3,8 @@
  *
  * A work item is up to br query rows of one (batch, head) slice (L is split
  * into equal items). It walks the keys in blocks of bc keys (both sizes from
- * the cache model for the active kernel set, attn_blocks_active in
- * kernels/cores.c, evened out and bounded by call_blocks): packs the block's keys
+ * the cache model of kernels/cores.c for the active kernel set, as
+ * attn_blocks_active gives them, evened out and bounded by call_blocks): packs the block's keys
  * transposed (its values too, unless their rows can be read in place), and
  * for every MR-row tile computes the MR × bc scores in registers, masks
  * them, folds them into the rows' running max m and sum l (rescaling the

@@ -19,8 +19,11 @@
  * sequences over the keys by itself; the f64 kernel runs slice by slice,
  * as attn_sdpa runs it.
  *
- * The backward pass runs each sequence through attn_sdpa_backward after
- * every sequence has been checked. */
+ * The backward pass plans every sequence as attn_sdpa_backward would
+ * (attn_backward_plan) once all have been checked; the sequences the fused
+ * f32 kernel takes then run as one job of work items
+ * (attn_flash_backward_run_calls), the f64 ones slice by slice on the exact
+ * kernel. */
 #include "sdpa/sdpa.h"
 #include "exact/exact.h"
 #include "fast/fast.h"
