@@ -236,7 +236,7 @@ int cmd_demo(int argc, char **argv) {
 
     cli_prose(stdout, 0, 3, "5. A causal mask: each token sees only itself and the tokens before it");
     cli_prose(stdout, 3, 3, "A model that writes left to right must not see the tokens after it: their scores "
-              "are set to -inf before the softmax (here on step 2's scores).");
+              "are set to -inf before the softmax (here on section 2's scores X X^T).");
     printf("\n");
     if ((code = attend(context, weights, &SIX_X[0][0], &SIX_X[0][0], &SIX_X[0][0], 6, 6, 3, 3, 1.0,
                        ATTN_CAUSAL_TOP_LEFT)))

@@ -241,6 +241,19 @@ static const char *weights_origin(const explain_args *a) {
            "from sentences, to make each verb look at its subject.";
 }
 
+/* The division's reason, said of random queries and keys, where it holds,
+ * then of this head: the same choice of weights as weights_origin. */
+#define WHY_DIVIDE                                                                                                 \
+    "Why: for random queries and keys (mean 0, variance 1) a score's spread grows like sqrt(d_k), and dividing "    \
+    "brings it back to about 1 whatever d_k is (attn scaling measures it). "
+static const char *scaled_reason(const explain_args *a) {
+    if (a->trained || a->wq || a->random_head)
+        return WHY_DIVIDE "Here the queries and "
+               "keys come from these weights and these words, not from such draws: the scores' spread is whatever "
+               "they make it.";
+    return WHY_DIVIDE "This head is wired, not random: its scores' spread is whatever the wiring makes it.";
+}
+
 /* The closing lines: the mode's formula in one line, and what is missing. */
 static void print_closing(const explain_args *a) {
     printf("\n");
@@ -334,10 +347,7 @@ void explain_print_text(const explain_args *a, const explain_model *m, const att
                                   "   d_k = d_model, so the scores are those of sqrt(d_k). In a real model\n"
                                   "   d_model = heads x d_k, and the scores come out too small.";
         explain_heading(title, n, nk, a->scale_by_d_model ? wrong
-                             : qkv && !a->no_scale ? "Why: for random queries and keys (mean 0, variance 1) a score's spread grows like "
-                                                         "sqrt(d_k), and dividing brings it back to about 1 whatever d_k is (attn "
-                                                         "scaling measures it). This head is wired, not random: its scores' "
-                                                         "spread is whatever the wiring makes it."
+                             : qkv && !a->no_scale ? scaled_reason(a)
                                                        : NULL);
         explain_matrix(ex->scaled, n, nk, m->tokens, keys, CLI_DIVERGING, false, colour);
     }

@@ -642,6 +642,12 @@ def test_learner_text():
     report("scaled_step_reason_is_for_random_scores", r.returncode == 0 and abs(spread - 1) > 0.3 and
            "for random queries and keys" in said and "grows like sqrt(d_k)" in said and "not random" in said,
            f"{spread} {said[:400]}")
+    # A head not wired by hand is not called wired: its scores' spread is its weights' and words'.
+    for extra in (("--random-head",), ("--trained",)):
+        r = run("explain", "--step", "scaled", *extra, DEFAULT)
+        said = flat(r.stdout)
+        report(f"scaled_step_reason_not_wired_{extra[0][2:]}", r.returncode == 0 and "for random queries and keys" in said
+               and "wired" not in said and "from these weights and these words" in said, said[:600])
     r = run("explain", "--step", "summary", DEFAULT)
     lines = {l.split()[0]: l for l in r.stdout.splitlines() if "->" in l}
     report("repeated_words_labelled_by_position", set(lines) == {"the₁", "the₂", "cat", "sat", "on", "mat"} and
@@ -1389,6 +1395,16 @@ def test_errors():
                      2, rf"--tokens: {why}")
     r = run("explain", "--embeddings", "e3.npy", "--mode", "dot", "--tokens", "bank,rivière", "--step", "weights")
     report("tokens_unicode_label_kept", r.returncode == 0 and "rivière" in r.stdout, r.stderr)
+    # A weight whose columns, not rows, match X's width is an nn.Linear .weight
+    # saved as it is: the error says to transpose it; other widths do not.
+    for n, shape in (("w23", (2, 3)), ("w25", (2, 5)), ("w32", (3, 2))):
+        np.save(os.path.join(TMP, n + ".npy"), np.ones(shape))
+    expect_error("wq_transposed_hint", ["explain", "--embeddings", "e3.npy", "--wq", "w23.npy", "--wk", "w32.npy",
+                                        "--wv", "w32.npy"], 1,
+                 r"--wq w23\.npy has 2 rows but X has d_model = 3 columns \(transposed\? a torch nn\.Linear's "
+                 r"\.weight is \(d_out, d_in\): save \.weight\.T\)$")
+    expect_error("wq_other_width_no_hint", ["explain", "--embeddings", "e3.npy", "--wq", "w25.npy", "--wk", "w32.npy",
+                                            "--wv", "w32.npy"], 1, r"--wq w25\.npy has 2 rows but X has d_model = 3 columns$")
     expect_error("embeddings_width_needs_w", ["explain", "--embeddings", "e3.npy"], 1,
                  r"d_model = 3, but the toy's weights need 8")
     expect_error("embeddings_not_2d", ["explain", "--embeddings", "e1d.npy"], 1, r"need a 2-D float array")

@@ -9,9 +9,9 @@
 #include <string.h>
 
 /* Which formats there are, and their kind, is said here once: a blocked
- * format by its block's bytes, an fp8 one by attn_dtype_fp8; every other
- * reader (the checks, attn_mat_get, the kernels' choice of rows read in
- * place) asks these. */
+ * format by its block's bytes, an fp8 one by attn_dtype_fp8; the checks of
+ * caches, pools and row sources and the kernels' choice of rows read in
+ * place ask these (docs/design.md lists what still names a format). */
 int64_t attn_quant_block_bytes(attn_dtype d) {
     return d == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : d == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : d == ATTN_Q4_1 ? ATTN_Q4_1_BLOCK_BYTES : 0;
 }
