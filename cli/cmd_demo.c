@@ -22,6 +22,7 @@ static double SIX_X[6][3] = {{0.43, 0.15, 0.89}, {0.55, 0.87, 0.66}, {0.57, 0.85
 static double SIX_WQ[3][2] = {{0.29, 0.40}, {0.23, 0.80}, {0.86, 0.52}};
 static double SIX_WK[3][2] = {{0.91, 0.14}, {0.37, 0.65}, {0.05, 0.78}};
 static double SIX_WV[3][2] = {{0.62, 0.33}, {0.18, 0.94}, {0.47, 0.09}};
+static const char *const SIX_FEATS[3] = {"x0", "x1", "x2"};
 
 /* A titled matrix m (rows, cols), at most 6 x 6, to 4 decimals, in blocks of
  * columns when the terminal is narrower. */
@@ -66,18 +67,27 @@ static int attend(double *out, double *weights, double *q, double *k, double *v,
     return 0;
 }
 
+/* One head of the library's explainer on the six tokens: in `mode`, with
+ * W_Q, W_K, W_V of d_out columns (NULL and d_out = 3 in modes average and
+ * dot, where q = k = v = X). Returns 0, or the error's exit code. */
+static int six_explain(attn_explain *ex, attn_explain_mode mode, int d_out, const double *wq, const double *wk,
+                       const double *wv) {
+    attn_explain_input in = {6, 3, d_out, d_out, &SIX_X[0][0], wq, wk, wv, mode, 0, 0, 0,
+                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
+    attn_error err;
+    if (attn_explain_run(ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
+    return 0;
+}
+
 /* Plain averaging, by the library's explainer in mode average: every weight
  * is 1/6, so every token gets the same context vector. */
 static int averaging(void) {
-    attn_explain_input in = {6, 3, 3, 3, &SIX_X[0][0], NULL, NULL, NULL, ATTN_EXPLAIN_AVERAGE, 0, 0, 0,
-                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
     attn_explain ex;
-    attn_error err;
-    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
-    static const char *const FEATS[3] = {"x0", "x1", "x2"};
+    int code = six_explain(&ex, ATTN_EXPLAIN_AVERAGE, 3, NULL, NULL, NULL);
+    if (code) return code;
     print_matrix("weights: every token gives every token 1/6 (6, 6):", ex.weights, 6, 6, SIX_WORDS, SIX_WORDS);
     print_matrix("context = the average of the rows of X, the same for every token (6, 3):", ex.output, 6, 3,
-                 SIX_WORDS, FEATS);
+                 SIX_WORDS, SIX_FEATS);
     attn_explain_free(&ex);
     return 0;
 }
@@ -86,16 +96,14 @@ static int averaging(void) {
  * V = X W_V, each (6, 2), the scores divided by sqrt(d_k) with d_k = 2, the
  * size of the keys (d_out), not of the tokens (d_in = 3). */
 static int six_qkv(void) {
-    attn_explain_input in = {6, 3, 2, 2, &SIX_X[0][0], &SIX_WQ[0][0], &SIX_WK[0][0], &SIX_WV[0][0],
-                             ATTN_EXPLAIN_QKV, 0, 0, 0, ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
     attn_explain ex;
-    attn_error err;
-    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
-    static const char *const IN[3] = {"x0", "x1", "x2"}, *const OUT[2] = {"d0", "d1"};
+    int code = six_explain(&ex, ATTN_EXPLAIN_QKV, 2, &SIX_WQ[0][0], &SIX_WK[0][0], &SIX_WV[0][0]);
+    if (code) return code;
+    static const char *const OUT[2] = {"d0", "d1"};
     print_matrix("W_Q (3, 2): d_in = 3 features in, d_out = 2 out (untrained numbers):",
-                 &SIX_WQ[0][0], 3, 2, IN, OUT);
-    print_matrix("W_K (3, 2):", &SIX_WK[0][0], 3, 2, IN, OUT);
-    print_matrix("W_V (3, 2):", &SIX_WV[0][0], 3, 2, IN, OUT);
+                 &SIX_WQ[0][0], 3, 2, SIX_FEATS, OUT);
+    print_matrix("W_K (3, 2):", &SIX_WK[0][0], 3, 2, SIX_FEATS, OUT);
+    print_matrix("W_V (3, 2):", &SIX_WV[0][0], 3, 2, SIX_FEATS, OUT);
     print_matrix("Q = X W_Q (6, 2):", ex.Q, 6, 2, SIX_WORDS, OUT);
     print_matrix("K = X W_K (6, 2):", ex.K, 6, 2, SIX_WORDS, OUT);
     print_matrix("weights = softmax(Q K^T / sqrt(2)) (6, 6): d_k = 2, the size of the keys, not d_in = 3",
@@ -168,15 +176,12 @@ static int bigger_heads(void) {
 /* Weights from dot products, by the library's explainer in mode dot: the
  * scores X X^T (omega), their softmax (alpha) and the context vectors (z). */
 static int dot_products(void) {
-    attn_explain_input in = {6, 3, 3, 3, &SIX_X[0][0], NULL, NULL, NULL, ATTN_EXPLAIN_DOT, 0, 0, 0,
-                             ATTN_EXPLAIN_NO_POSITIONS, NULL, 0};
     attn_explain ex;
-    attn_error err;
-    if (attn_explain_run(&ex, &in, &err)) return cli_error(EXIT_DATA, "%s", err.message);
-    static const char *const FEATS[3] = {"x0", "x1", "x2"};
+    int code = six_explain(&ex, ATTN_EXPLAIN_DOT, 3, NULL, NULL, NULL);
+    if (code) return code;
     print_matrix("scores = X X^T, every pair of tokens (6, 6):", ex.scores, 6, 6, SIX_WORDS, SIX_WORDS);
     print_matrix("weights = softmax(X X^T), each row sums to 1 (6, 6):", ex.weights, 6, 6, SIX_WORDS, SIX_WORDS);
-    print_matrix("context = weights X (6, 3):", ex.output, 6, 3, SIX_WORDS, FEATS);
+    print_matrix("context = weights X (6, 3):", ex.output, 6, 3, SIX_WORDS, SIX_FEATS);
     cli_prose(stdout, 3, 3, "The context vector of \"journey\" is [%.4f, %.4f, %.4f].", ex.output[3], ex.output[4],
               ex.output[5]);
     printf("\n");
@@ -194,7 +199,6 @@ int cmd_demo(int argc, char **argv) {
     }
     if (argc > 1) return cli_unknown_argument("demo", argv[1]);
     if (cli_stop != CLI_RUN) return 0;
-    static const char *const FEATS[3] = {"x0", "x1", "x2"};
     double weights[36], context[18];
     int code;
 
@@ -203,7 +207,7 @@ int cmd_demo(int argc, char **argv) {
     cli_prose(stdout, 0, 3, "1. Plain averaging: each token's context is the average of all of them");
     cli_prose(stdout, 3, 3, "Information mixes, but nothing decides who matters: one blend for all.");
     printf("\n");
-    print_matrix("X, one row per token (6, 3):", &SIX_X[0][0], 6, 3, SIX_WORDS, FEATS);
+    print_matrix("X, one row per token (6, 3):", &SIX_X[0][0], 6, 3, SIX_WORDS, SIX_FEATS);
     if ((code = averaging())) return code;
 
     cli_prose(stdout, 0, 3, "2. Weights from dot products (no projections, no scaling)");
