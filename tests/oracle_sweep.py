@@ -494,6 +494,17 @@ grads_ds_max = [0.0]
 mv_shape = [None]
 
 
+def backward_call(grads, dmask, ins, o):
+    """attn_sdpa_backward into the views `grads` (dq, dk, dv) and dmask (an
+    array or None) from the views `ins` (dout, q, k, v, out, lse): None, or
+    the failed call's status and message."""
+    err = Error()
+    dmv = view(dmask) if dmask is not None else None
+    st = LIB.attn_sdpa_backward(*[ctypes.byref(t) for t in grads], ctypes.byref(dmv) if dmv is not None else None,
+                                *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err))
+    return "status %d: %s" % (st, err.message.decode()) if st != 0 else None
+
+
 def run_backward(sw, c, name, q, qcode, k, v, kcode, vcode, out, lse, dout, opt, mv, grads, mags, s_abs, sink_ref,
                  p, seed):
     dt = c["dt"]
@@ -514,12 +525,9 @@ def run_backward(sw, c, name, q, qcode, k, v, kcode, vcode, out, lse, dout, opt,
             codes = [None] * 3
         vs = [view(g, cd) for g, cd in zip(gs, codes)]
         ins = [view(dout, qcode), view(q, qcode), view(k, kcode), view(v, vcode), view(out, qcode), view(lse)]
-        err = Error()
-        dmv = view(dmask) if fmask else None
-        st = LIB.attn_sdpa_backward(*[ctypes.byref(t) for t in vs], ctypes.byref(dmv) if fmask else None,
-                                    *[ctypes.byref(t) for t in ins], ctypes.byref(o), ctypes.byref(err))
-        if st != 0:
-            sw.report("backward", name, "status %d: %s" % (st, err.message.decode()))
+        why = backward_call(vs, dmask, ins, o)
+        if why:
+            sw.report("backward", name, why)
             return
         res.append(gs + [dmask])
         if threads == c["threads"]:  # once more in a workspace of exactly the size asked
@@ -547,12 +555,9 @@ def run_backward(sw, c, name, q, qcode, k, v, kcode, vcode, out, lse, dout, opt,
     ins = [laid_out(lay, a) for a in (dout, out, lse)]
     vs = [view(g, cd) for g, cd in zip(gs, codes)]
     ivs = [view(ins[0], qcode), view(q, qcode), view(k, kcode), view(v, vcode), view(ins[1], qcode), view(ins[2])]
-    err = Error()
-    dmv = view(dmask) if fmask else None
-    st = LIB.attn_sdpa_backward(*[ctypes.byref(t) for t in vs], ctypes.byref(dmv) if fmask else None,
-                                *[ctypes.byref(t) for t in ivs], ctypes.byref(o), ctypes.byref(err))
-    if st != 0:
-        sw.report("backward", name, "laid out: status %d: %s" % (st, err.message.decode()))
+    why = backward_call(vs, dmask, ivs, o)
+    if why:
+        sw.report("backward", name, "laid out: " + why)
         return
     for a, b, what in zip(res[0], gs + [dmask], ("dq", "dk", "dv", "dmask")):
         if a is not None and not np.array_equal(a, b, equal_nan=True):
