@@ -6,17 +6,32 @@
  *                                             when the attention can do it)
  *   F3  heads = attention(q, k, v, mask)      (attn_sdpa, per head)
  *   F4  out = cat(heads) W_oᵀ + b_o
- * recomputed, then differentiated line by line in reverse:
+ * recomputed (nothing of the forward is kept between the calls, so F1 to
+ * F3 run again, as mha.c runs them: the same values, and lse, which F3's
+ * gradient needs; F4's out is not needed, its gradient takes cat and dout),
+ * then differentiated line by line in reverse:
  *   from F4: dcat = dout W_o;  dW_o = Σ doutᵀ cat;  db_o = Σ dout
+ *            (cat is the buffer `heads`, dcat `dheads`, as in mha.c)
  *   from F3: dq, dk, dv = attn_sdpa_backward(dheads);
  *            dsinks = attn_sdpa_sinks_backward(dheads)  (when the layer has sinks)
  *   from F2: dq, dk = RoPE turned back (attn_rope_backward)
  *   from F1: dx = dproj W;  dW = Σ dprojᵀ x;  db = Σ dproj;
  *            d bias_kv = Σ over the batch of the bias row's gradient
- * Every sum is taken in double; the products are kernels/gemm.c's. A
- * product the forward ran on the bf16 GEMM (a bf16 weight in an f32 layer,
+ * (dproj: dq, dk or dv, each over the rows its projection wrote.) The
+ * products from F4 and F1 are kernels/gemm.c's attn_gemm, summed in double;
+ * dcat is then rounded once to the layer's dtype, which attn_sdpa_backward
+ * takes, and dx, dW, db and d bias_kv stay in double until written out.
+ * F3's gradient is attn_sdpa_backward's, in the layer's dtype (an f32
+ * layer's by its fused f32 kernel, fast/flash_backward.c, on the slices
+ * that kernel takes). A product the
+ * forward ran on the bf16 GEMM (a bf16 weight in an f32 layer,
  * attn_mha_gemm16) multiplied its input rounded to bf16: its weight's
- * gradient is taken over those rounded values (bf16_inputs). */
+ * gradient is taken over those rounded values (bf16_inputs).
+ *
+ * Memory: every buffer is the call's own, from calloc or malloc (struct
+ * bwd; the products' packing inside attn_gemm), freed before it returns;
+ * the context's workspace goes whole to the attention's passes, as
+ * options->context says (attn.h). */
 #include "layer/mha.h"
 #include "kernels/gemm.h"
 
@@ -36,7 +51,7 @@ static void write_grad(const attn_tensor *g, const attn_tensor *like, const doub
     }
 }
 
-/* Σ over rows r < n of g(r, f), added into sum[f]. */
+/* Σ over g's rows r of g(r, f), added into sum[f] (f < g's cols). */
 static void add_rows(double *sum, const attn_mat *g) {
     for (int64_t r = 0; r < g->rows; r++)
         for (int64_t f = 0; f < g->cols; f++) sum[f] += attn_mat_get(g, r, f);
@@ -55,11 +70,16 @@ static attn_mat bf16_inputs(float *dst, const attn_mat *x) {
     return (attn_mat){(char *)dst, ATTN_F32, x->rows, x->cols, x->cols, 1};
 }
 
-/* From F1 for one projection: dproj (N, rows_out, F) in the layer's dtype
- * gives dx (N, rows, in) = dproj W, dW (F × in) += Σ_n dprojᵀ x, db (F)
- * and d bias_kv (F). rounded: NULL, or room for x's values as the bf16
- * GEMM read them (N·rows·in floats) when the forward's product ran there.
- * False when a product's buffers cannot be allocated. */
+/* From F1 for one projection, mirroring attn_mha_project (mha.c): dproj
+ * (N, rows_out, F) in the layer's dtype, of which each sequence's first
+ * `rows` rows are x's projections and any after them the bias_kv and zero
+ * rows, gives dx (N, rows, in) = dproj W (written), and, added into,
+ * dW (F, in) += Σ dprojᵀ x and db (F) += Σ dproj over x's rows, d bias_kv
+ * (F) += Σ_n the bias_kv row. w is the weight (row0: its first row, for
+ * the packed in_proj_weight), read as it lies (F, in): the forward read it
+ * transposed. rounded: NULL, or room for x's values as the bf16 GEMM read
+ * them (N·rows·in floats) when the forward's product ran there. False when
+ * a product's buffers cannot be allocated. */
 static bool project_backward(double *dW, double *db, double *dx, double *dbkv, const char *dproj, const attn_tensor *x,
                              const attn_tensor *w, int64_t row0, int64_t F, int64_t rows_out, float *rounded,
                              int threads) {
@@ -86,9 +106,11 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
     return true;
 }
 
-/* From F4: dcat (N, L, E) = dout W_o in the layer's dtype, dW_o += Σ doutᵀ
- * cat and db_o += Σ dout; rounded as for project_backward (N·L·E floats).
- * False when a product's buffers cannot be allocated. */
+/* From F4, mirroring attn_mha_project_out (mha.c): dcat (N, L, E) = dout
+ * W_o in the layer's dtype (written), dW_o (E, E) += Σ doutᵀ cat and db_o
+ * (E) += Σ dout; dout is the caller's (N, L, E) view (any strides), cat
+ * F3's output (N, L, E), contiguous. rounded as for project_backward
+ * (N·L·E floats). False when a product's buffers cannot be allocated. */
 static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor *dout, const char *cat,
                          float *rounded, const attn_mha_call *m) {
     const attn_tensor *w = m->p.out_proj_weight;
@@ -97,20 +119,21 @@ static bool out_backward(char *dcat, double *dWo, double *dbo, const attn_tensor
     attn_mat dWm = {(char *)dWo, ATTN_F64, m->E, m->E, m->E, 1};
     bool whole = attn_mha_rows_even(dout);
     for (int64_t n = 0; n < (whole ? 1 : m->N); n++) {
-        attn_mat d = attn_mha_rows(dout, n, whole ? m->N * m->L : m->L);
-        attn_mat dt = {d.base, d.dtype, m->E, d.rows, d.cs, d.rs};
-        attn_mat dc = {dcat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
-        attn_mat c = {(char *)cat + n * m->L * m->E * es, m->dt, d.rows, m->E, m->E, 1};
+        attn_mat g = attn_mha_rows(dout, n, whole ? m->N * m->L : m->L); /* dout's rows; gt: the same, transposed */
+        attn_mat gt = {g.base, g.dtype, m->E, g.rows, g.cs, g.rs};
+        attn_mat dc = {dcat + n * m->L * m->E * es, m->dt, g.rows, m->E, m->E, 1};
+        attn_mat c = {(char *)cat + n * m->L * m->E * es, m->dt, g.rows, m->E, m->E, 1};
         if (rounded) c = bf16_inputs(rounded, &c);
-        if (!attn_gemm(&dc, &d, &wo, NULL, false, m->threads, NULL, NULL) || !attn_gemm(&dWm, &dt, &c, NULL, true, m->threads, NULL, NULL))
+        if (!attn_gemm(&dc, &g, &wo, NULL, false, m->threads, NULL, NULL) || !attn_gemm(&dWm, &gt, &c, NULL, true, m->threads, NULL, NULL))
             return false;
-        add_rows(dbo, &d);
+        add_rows(dbo, &g);
     }
     return true;
 }
 
-/* From F3, the sinks: dsinks (Hq doubles) from the heads' dout, out and lse,
- * through `scratch` (Hq values of the layer's dtype). */
+/* From F3, the sinks: dsinks (Hq,) in double from dheads, heads (F3's out)
+ * and lse, through `scratch` ((Hq,) in the layer's dtype, which
+ * attn_sdpa_sinks_backward writes). */
 static attn_status sinks_backward(double *dsinks, char *scratch, const attn_tensor *dheads, const attn_tensor *heads,
                                   const attn_tensor *lse, const attn_sdpa_options *so, const attn_mha_call *m,
                                   attn_error *err) {
@@ -123,12 +146,27 @@ static attn_status sinks_backward(double *dsinks, char *scratch, const attn_tens
     return st;
 }
 
-/* The scratch of one backward call. */
+/* The scratch of one backward call (alloc_bwd). The char buffers are in
+ * the layer's dtype and laid out as mha.c's: a projection (N, rows, H·D),
+ * seen by the attention as (N, H, rows, D) (attn_mha_heads_view); the
+ * doubles are the gradients summed before they are written out. E = Hq·D. */
 typedef struct bwd {
-    char *q, *k, *v, *heads, *mask, *lse, *dheads, *dq, *dk, *dv, *dsinks_scratch;
-    double *dx[3], *dW[3], *db[3], *dbkv[2], *dWo, *dbo, *dsinks;
+    char *q, *k, *v,            /* F1 (and F2): (N, L, Hq·D), (N, S2, Hkv·D), (N, S2, Hkv·D) */
+        *heads,                 /* F3's output, F4's input cat: (N, L, E) */
+        *mask,                  /* F3's merged additive mask (mask_n, mask_h, mask_l, S2), or NULL */
+        *lse,                   /* F3's log-sum-exp, which its gradient reads: (N, Hq, L) */
+        *dheads,                /* from F4, dcat: (N, L, E) */
+        *dq, *dk, *dv,          /* from F3 (F2 turned back in place): shaped like q, k, v */
+        *dsinks_scratch;        /* from F3: (Hq,), read into dsinks; NULL without sinks */
+    double *dx[3],              /* from F1, dquery, dkey, dvalue: (N, L, E), (N, S, kdim), (N, S, vdim) */
+        *dW[3],                 /* from F1: (Hq·D, E), (Hkv·D, kdim), (Hkv·D, vdim) */
+        *db[3],                 /* from F1: (Hq·D,), (Hkv·D,), (Hkv·D,) */
+        *dbkv[2],               /* from F1, bias_k's and bias_v's: (Hkv·D,) each */
+        *dWo, *dbo,             /* from F4: (E, E), (E,) */
+        *dsinks;                /* from F3: (Hq,); NULL without sinks */
     /* the inputs of the products the forward ran on the bf16 GEMM, as it
-     * read them (bf16_inputs), one product at a time; on16: which (q, k, v, out) */
+     * read them (bf16_inputs), one product at a time: the largest of them,
+     * N·rows·in floats; on16: which products ran there (q, k, v, out) */
     float *rounded;
     bool on16[4];
 } bwd;
@@ -140,6 +178,13 @@ static void free_bwd(bwd *b) {
     free(b->dbkv[0]), free(b->dbkv[1]), free(b->rounded);
 }
 
+/* Every buffer zeroed (calloc): the sums (dW, db, dbkv, dWo, dbo) are
+ * added into, and k and v's rows past S must start as zeros, add_zero_attn's
+ * row staying so (the forward zeroes them in attn_mha_buffers; F1 writes
+ * bias_k's over its row). No size overflows: attn_mha_plan bounded q, k, v,
+ * the heads and the mask; dx's, dW's and the rest are the sizes of tensors
+ * the caller gave (inputs, weights). False when one is not had: free_bwd
+ * frees what was. */
 static bool alloc_bwd(bwd *b, const attn_mha_call *m) {
     size_t es = attn_dtype_size(m->dt);
     int64_t nq = m->N * m->Hq * m->L * m->D, nk = m->N * m->Hkv * m->S2 * m->D, F[3] = {m->E, m->Hkv * m->D, m->Hkv * m->D};
@@ -319,7 +364,9 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     if (st || (st = attn_versioned_read(&m.o, sizeof m.o, options, "options", "start from attn_mha_options_default()", err)) ||
         (st = attn_versioned_read(&gp, sizeof gp, grads, "grads", "start from attn_mha_params_default()", err)))
         return st;
-    attn_tensor dout_view; /* dout by its own name: attn_mha_plan would call it out */
+    /* dout checked as `out` by attn_mha_plan (read only, despite the cast),
+     * its NULL data first by its own name */
+    attn_tensor dout_view;
     if ((st = attn_check_data(dout, "dout", false, err)) ||
         (st = attn_mha_plan(&m, &dout_view, (attn_tensor *)dout, query, key, value, err)) ||
         (st = attn_mha_check_rope_span(&m, err)))
@@ -336,6 +383,8 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         free_bwd(&b);
         return attn_fail(err, ATTN_ERR_NO_MEMORY, "cannot allocate the layer's backward pass");
     }
+    /* The buffers as the attention sees them (N, H, rows, D), named as in
+     * mha_run (tq, tk, tv, th, tm), with lse (N, Hq, L) and the gradients. */
     attn_tensor tq, tk, tv, th, tl, tm, tdh, tdq, tdk, tdv;
     int64_t sl[3] = {m.N, m.Hq, m.L};
     attn_mha_heads_view(&tq, b.q, &m, m.Hq, m.L), attn_mha_heads_view(&th, b.heads, &m, m.Hq, m.L);
@@ -343,11 +392,14 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
     attn_mha_heads_view(&tdh, b.dheads, &m, m.Hq, m.L), attn_mha_heads_view(&tdq, b.dq, &m, m.Hq, m.L);
     attn_mha_heads_view(&tdk, b.dk, &m, m.Hkv, m.S2), attn_mha_heads_view(&tdv, b.dv, &m, m.Hkv, m.S2);
     attn_tensor_init(&tl, b.lse, m.dt, 3, sl, NULL, NULL), attn_mha_mask_view(&tm, b.mask, &m);
+    /* The forward again, F1 to F3 as mha_run computes them, but keeping F3's
+     * lse and not its weights; so.context is the caller's (the whole
+     * workspace: the layer's buffers are not in it). */
     attn_sdpa_options so;
     if (b.mask) attn_mha_merge_masks(b.mask, &m);
-    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, b.mask ? &tm : NULL, err)) || /* the forward again */
-        (st = attn_mha_project_qkv(b.q, b.k, b.v, &m, m.S2, true, err)) ||
-        (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))
+    if ((st = attn_mha_sdpa_options(&so, &m, m.sdpa_causal, b.mask ? &tm : NULL, err)) ||
+        (st = attn_mha_project_qkv(b.q, b.k, b.v, &m, m.S2, true, err)) || /* F1, and F2 unless F3 turns them */
+        (st = attn_sdpa(&th, &tl, NULL, &tq, &tk, &tv, &so, err)))          /* F3 */
         goto done;
     if (!out_backward(b.dheads, b.dWo, b.dbo, &dout_view, b.heads, b.on16[3] ? b.rounded : NULL, &m)) goto no_memory;           /* from F4 */
     if ((st = attn_sdpa_backward(&tdq, &tdk, &tdv, NULL, &tdh, &tq, &tk, &tv, &th, &tl, &so, err)) || /* from F3 */
@@ -358,7 +410,7 @@ attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tenso
         ((st = attn_mha_query_rope(&rq, &m, err)) || (st = attn_rope_backward(&tdq, &tdq, &rq, err)) ||
          (st = attn_rope_backward(&tdk, &tdk, m.o.rope, err))))
         goto done;
-    const char *dproj[3] = {b.dq, b.dk, b.dv};
+    const char *dproj[3] = {b.dq, b.dk, b.dv}; /* F, rows_out: as attn_mha_project_qkv projected them */
     int64_t F[3] = {m.Hq * m.D, m.Hkv * m.D, m.Hkv * m.D}, rows_out[3] = {m.L, m.S2, m.S2};
     const attn_tensor *x[3] = {&m.q, &m.k, &m.v};
     for (int t = 0; t < 3; t++) /* from F1 */
