@@ -71,6 +71,15 @@
 static const double LSE_TRUSTED = 0x1p8;
 /* The largest |q·k·scale| bound (qmax · kmax · E) the fused kernel takes. */
 static const double SCORES_LINEAR = 0x1p18;
+/* The items plan_job splits a call into where it has fewer slices: one for
+ * each of 16 threads (docs/design.md, "Determinism"). The split into key
+ * chunks fixes the order in which dQ's partials are summed, so it follows
+ * the shapes alone, never the thread count a call runs on: 16 threads is
+ * the count it is sized for instead. A slice cut into c chunks keeps c
+ * partials of dQ (Lp × Ep floats each, summed by reduce()) where one chunk
+ * may keep none (own_dq), so more items than threads buy balance with
+ * memory; a call of 16 slices or more takes one chunk a slice. */
+enum { ITEMS_WANTED = 16 };
 
 /* How a slice is computed. */
 enum {
@@ -787,10 +796,12 @@ static bool plan_job(bwd_job *j, const attn_grad_slices *gs) {
     while (mr16 % 16) mr16 += j->mr;
     j->br = attn_round_up(attn_blocks_active()->bwd_br, mr16);
     j->bc = attn_round_up(attn_blocks_active()->bwd_bc, nr);
-    /* Enough items to share among threads, at most 2^23 floats (32 MiB) of
+    /* ITEMS_WANTED items over the slices, at most 2^23 floats (32 MiB) of
      * dQ partials; from the shapes alone, so that results never depend on the
-     * thread count. */
-    int64_t count = gs->f.count, want = (16 + count - 1) / count, most = ((int64_t)1 << 23) / (count * j->Lp * j->Ep);
+     * thread count. One chunk a slice whatever the partials then take (past
+     * 32 MiB only where even that is more and dQ has partials: not own_dq). */
+    int64_t count = gs->f.count, want = (ITEMS_WANTED + count - 1) / count,
+            most = ((int64_t)1 << 23) / (count * j->Lp * j->Ep);
     int64_t blocks = (j->S + j->bc - 1) / j->bc;
     j->n_chunks = want < most ? want : most;
     j->n_chunks = j->n_chunks < 1 ? 1 : j->n_chunks > blocks ? blocks : j->n_chunks;
