@@ -1434,7 +1434,8 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * straight into its output; a shared one (a broadcast input, dk and dv
  * under GQA), and every gradient of the exact kernel, is summed in an f64
  * accumulator of its size first. The fused kernel adds dq partials (at most
- * 32 MiB) and O(br·(E + Ev) + bc·(E + Ev) + L) per thread, and two
+ * 32 MiB; past that only with q broadcast over a batch dimension: one L×E
+ * partial per slice) and O(br·(E + Ev) + bc·(E + Ev) + L) per thread, and two
  * doubles per query row of the call when some row's lse exceeds 256; the
  * exact kernel O(S·(E + Ev)) (the fused one takes that too, but only when a
  * slice needs the exact kernel). A workspace must hold all of them, in case.
@@ -1976,8 +1977,8 @@ ATTN_VERSIONED_DEFAULT_(attn_mha_options)
  * head or query dimension only where a mask varies: a key_padding_mask
  * alone takes N·S'; S' counts the bias_k and zero keys);
  * with weights asked for, the per-head weights, N·Hq·L·S', before they are
- * averaged; then what attn_sdpa takes (attn_mha_backward: the same, and the
- * gradients' accumulators). Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
+ * averaged; then what attn_sdpa takes (attn_mha_backward: see there).
+ * Errors: ATTN_ERR_NULL, ATTN_ERR_RANK,
  * ATTN_ERR_SHAPE, ATTN_ERR_DTYPE, ATTN_ERR_HEADS, ATTN_ERR_MASK,
  * ATTN_ERR_OPTION, ATTN_ERR_OVERFLOW, ATTN_ERR_NO_MEMORY, ATTN_ERR_WORKSPACE,
  * ATTN_ERR_STRIDE (out or weights overlapping each other, an input, a
@@ -2002,15 +2003,27 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * product's input rounded to bf16, the values the forward multiplied (as
  * PyTorch's bf16 F.linear saves its bf16 input); the input's gradient
  * passes through the rounding. The forward is recomputed (projections,
- * RoPE, masks, attention), then differentiated with attn_sdpa_backward and
- * the transposed products, all sums in double. f64 agrees with PyTorch's
- * autograd to ~1e-12. Errors: those of attn_mha, ATTN_ERR_SHAPE for a
+ * RoPE, masks, attention: the values attn_mha computes), then
+ * differentiated: the attention by attn_sdpa_backward, in the layer's
+ * dtype (an f32 layer's by its f32 kernel, see there), the
+ * projections by the transposed products, summed in double (the
+ * parameters' and inputs' gradients stay in double until written, the
+ * heads' gradient is rounded once to the layer's dtype for the
+ * attention). f64 agrees with PyTorch's autograd to ~1e-12. Memory: the
+ * recomputed forward's buffers as attn_mha lists them (not the per-head
+ * weights), the heads' log-sum-exp (N·Hq·L) and the gradients of q, k, v
+ * and the heads in the layer's dtype, and the inputs' and parameters'
+ * gradients in double (all of them, asked for or not), from malloc and
+ * freed before the call returns; the context's
+ * workspace, when given, goes to the attention alone (attn_sdpa and
+ * attn_sdpa_backward). Errors: those of attn_mha, ATTN_ERR_SHAPE for a
  * gradient of another shape than its parameter's and ATTN_ERR_DTYPE for
  * one of another dtype (a 16-bit parameter's: not f32 or f64; in 0.4.0
  * and before, both were ATTN_ERR_SHAPE),
- * ATTN_ERR_NULL for one (or dout) with NULL data, and
- * ATTN_ERR_STRIDE (see above); nothing is written unless every check
- * passed. */
+ * ATTN_ERR_NULL for one (or dout) with NULL data or for a gradient of a
+ * parameter the layer does not have (grads->bias_k without params->bias_k),
+ * and ATTN_ERR_STRIDE (see above); nothing is written unless every check
+ * passed and all memory was had. */
 ATTN_API attn_status attn_mha_backward(attn_tensor *dquery, attn_tensor *dkey, attn_tensor *dvalue,
                                        const attn_mha_params *grads, const attn_tensor *dout,
                                        const attn_tensor *query, const attn_tensor *key, const attn_tensor *value,
