@@ -864,7 +864,10 @@ typedef struct attn_context {
     /* Scratch memory for the call, owned by the caller (added in 0.2.0):
      * when workspace is not NULL, every buffer the call needs comes out of
      * these workspace_size bytes (any alignment) and the library calls no
-     * allocator, so a call can never fail for want of memory (the pool's
+     * allocator (but for attn_mha_backward, attn_mha_paged and
+     * attn_mha_cached_batch, whose layer buffers come from malloc: only
+     * their attention takes the workspace, see attn_mha_options.context),
+     * so a call can never fail for want of memory (the pool's
      * workers excepted: the first call that runs on more threads than the
      * pool has started starts them, their stacks allocated by the system,
      * and registers attn_shutdown's handlers; a call made ahead on as many
@@ -1880,8 +1883,9 @@ typedef struct attn_mha_options {
     /* Per-call resources, NULL for the process-wide defaults. With a
      * workspace, attn_mha and attn_mha_cached take every buffer from it, the
      * attention what the layer's own leave (attn_mha_workspace_size,
-     * attn_mha_cached_workspace_size); attn_mha_backward and attn_mha_paged
-     * allocate their own with malloc and give the attention the workspace. */
+     * attn_mha_cached_workspace_size); attn_mha_backward, attn_mha_paged
+     * and attn_mha_cached_batch allocate their own with malloc and give the
+     * attention the workspace. */
     const attn_context *context;
     /* Rotary position embeddings on the projected queries and keys, per head
      * (attn_rope: key row s at position position_offset + s, query row l at
@@ -2991,8 +2995,12 @@ typedef struct attn_tuning {
     int backward_block_keys; /* backward: keys per block */
     int decode_chunk;        /* decode (L <= 8): the most keys per work item
                                 (shorter contexts split into shorter chunks) */
-    /* The multi-head layer's products (a blocked GEMM in double; added in
-     * 0.3.0): rows, depth and columns packed at a time. */
+    /* The multi-head layer's products (a blocked GEMM, added in 0.3.0:
+     * summed in double for an f64 layer and for attn_mha_backward's
+     * gradients, in f32 for an f32 layer, on bf16 pairs for a bf16 weight
+     * where the CPU has a bf16 GEMM): rows, depth and columns packed at a
+     * time, before each kernel rounds them to its register tile (the depth
+     * counted in pairs on bf16). */
     int gemm_rows, gemm_depth, gemm_cols;
 } attn_tuning;
 ATTN_API attn_status attn_get_tuning(attn_tuning *tuning, attn_error *err);
