@@ -153,7 +153,11 @@ ATTN_API const char *attn_version(void);
 
 typedef enum attn_status {
     ATTN_OK = 0,
-    /* A required pointer argument (a tensor, its data, a path) is NULL. */
+    /* A required pointer argument (a tensor, its data, a path) is NULL; also
+     * no output asked for where one must be (attn_sdpa_backward's
+     * gradients), and a tensor whose partner is NULL (bias_k without
+     * bias_v; attn_mha_backward's gradient of a parameter the layer does
+     * not have). */
     ATTN_ERR_NULL = 1,
     /* A tensor's rank is outside what the call accepts (2..ATTN_MAX_RANK for
      * attention inputs, 0..ATTN_MAX_RANK for any tensor). */
