@@ -1082,9 +1082,10 @@ ATTN_VERSIONED_DEFAULT_(attn_sdpa_options)
  * dsinks is within 1e-12·dsinks_abs_h where the scores' products do not
  * cancel. Errors:
  * ATTN_ERR_NULL (options->sinks included), ATTN_ERR_RANK, ATTN_ERR_SHAPE,
- * ATTN_ERR_DTYPE, ATTN_ERR_STRIDE (dsinks overlapping dout, out, lse or a
- * tensor of the options, as attn_sdpa's outputs may not, or with stride
- * 0). */
+ * ATTN_ERR_DTYPE, ATTN_ERR_OPTION (options' struct_size, or a sink that
+ * is not finite), ATTN_ERR_OVERFLOW (a tensor's extent), ATTN_ERR_STRIDE
+ * (dsinks overlapping dout, out, lse or a tensor of the options, as
+ * attn_sdpa's outputs may not, or with stride 0). It allocates nothing. */
 ATTN_API attn_status attn_sdpa_sinks_backward(attn_tensor *dsinks, const attn_tensor *dout, const attn_tensor *out,
                                               const attn_tensor *lse, const attn_sdpa_options *options,
                                               attn_error *err);
@@ -1349,7 +1350,8 @@ ATTN_API attn_status attn_sdpa_workspace_size(size_t *bytes, attn_tensor *out, a
  * Arguments: the gradients first, each optional (NULL: not computed; at
  * least one must be asked for), each shaped exactly like its input (dq like
  * q, dk like k, dv like v, dmask like the options' mask), in q's dtype (f32
- * for f16 or bf16 k and v), any strides but no stride 0 in a dimension of
+ * for f16 or bf16 k and v; a 16-bit q's: see "16-bit queries" below),
+ * any strides but no stride 0 in a dimension of
  * size > 1. Then dout, shaped like out; then q, k, v, out and lse exactly as
  * attn_sdpa took and returned them, and the same options (mask, causal mode,
  * scale, context). out and lse must be that call's results: their shapes
@@ -1807,9 +1809,12 @@ ATTN_API attn_status attn_sinusoidal_positions(attn_tensor *out, int64_t positio
  * rotary_dim), Hugging Face's inv_freq): (a cos - b sin, b cos + a sin).
  * Elements past rotary_dim are copied. out has x's shape and dtype, any
  * strides; it may be x itself (in place: the same view), but must not
- * otherwise overlap it (ATTN_ERR_STRIDE). Errors: ATTN_ERR_NULL,
+ * otherwise overlap it (ATTN_ERR_STRIDE). Memory: a table of the angles'
+ * cosines and sines, about rotary_dim·min(L, 256) doubles, from malloc
+ * (the call takes no context). Errors: ATTN_ERR_NULL,
  * ATTN_ERR_RANK (below 1), ATTN_ERR_SHAPE (out's shape, an odd rotary
- * dimension), ATTN_ERR_DTYPE, ATTN_ERR_OPTION, ATTN_ERR_STRIDE. */
+ * dimension), ATTN_ERR_DTYPE, ATTN_ERR_OPTION, ATTN_ERR_STRIDE,
+ * ATTN_ERR_NO_MEMORY (that table). */
 ATTN_API attn_status attn_rope(attn_tensor *out, const attn_tensor *x, const attn_rope_options *options,
                                attn_error *err);
 
