@@ -2319,7 +2319,7 @@ ATTN_API attn_status attn_kv_cache_view(attn_tensor *k, attn_tensor *v, const at
 ATTN_API attn_status attn_kv_cache_gather(attn_tensor *k, attn_tensor *v, const attn_kv_cache *cache,
                                           attn_error *err);
 
-/* The number of positions filled. */
+/* The number of positions filled; 0 for a NULL cache. */
 ATTN_API int64_t attn_kv_cache_length(const attn_kv_cache *cache);
 
 /* Forget all positions from `length` on (0 empties the cache), e.g. to
