@@ -89,7 +89,7 @@ static bool project_backward(double *dW, double *db, double *dx, double *dbkv, c
     attn_mat dWm = {(char *)dW, ATTN_F64, F, in, in, 1};
     /* One product over all N·rows rows when they are evenly spaced. */
     bool whole = rows_out == rows && attn_mha_rows_even(x);
-    for (int64_t n = 0; n < (whole ? 1 : N); n++) {
+    for (int64_t n = 0; rows > 0 && n < (whole ? 1 : N); n++) { /* sequences of no rows: no address formed */
         int64_t nr = whole ? N * rows : rows;
         char *gn = (char *)dproj + n * rows_out * F * es;
         attn_mat g = {gn, x->dtype, nr, F, F, 1}, gt = {gn, x->dtype, F, nr, 1, F};
