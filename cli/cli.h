@@ -69,11 +69,25 @@ __attribute__((format(printf, 3, 4)))
 #endif
 int cli_bad_value(const char *option, const char *value, const char *fmt, ...);
 
+/* The most quantized formats of one kind the commands list. */
+enum { CLI_QUANT_MAX = 32 };
+/* The library's quantized formats of `kind` (attn_quant_format), in its
+ * order, into formats[0 .. size-1]; returns how many. */
+int cli_quant_formats(attn_quant_kind kind, attn_dtype *formats, int size);
+/* `format`'s kind if it is one of the library's quantized formats, else 0;
+ * *multiple (may be NULL): the number its rows' (groups') values must be a
+ * multiple of, 1 for another dtype. */
+attn_quant_kind cli_quant_kind(attn_dtype format, int64_t *multiple);
+/* The names of the library's quantized formats of `kind` as a message
+ * lists them ("q8, q4, q4_1, e4m3 or e5m2"), into buf; returns buf. */
+const char *cli_quant_names(attn_quant_kind kind, char *buf, size_t size);
+
 /* --kv VALUE, the storage of a cache's keys and values, read into *out:
- * the quantized formats (attn.h, "Quantized storage"), bf16 when `bf16`,
- * then the keys per channel, by attn_dtype_name's names. One list for both
- * attention commands: a format is added to it once (util.c). Returns 0, or
- * cli_bad_value's code naming them all. */
+ * the quantized formats stored in rows, bf16 when `bf16`, then the keys
+ * per channel, by attn_dtype_name's names, as the library lists them
+ * (attn_quant_format): a format the library adds is taken without a word
+ * of the commands changing. Returns 0, or cli_bad_value's code naming them
+ * all. */
 int cli_kv_format(const char *value, bool bf16, attn_dtype *out);
 
 /* The usage error for an argument the subcommand `command` does not take,

@@ -322,13 +322,14 @@ static int parse(int argc, char **argv, mha_args *a) {
                          attn_dtype_name(a->kv));
     if (a->kv_scale[0] > 0 && a->kv != ATTN_E4M3 && a->kv != ATTN_E5M2)
         return cli_error(EXIT_USAGE, "--kv-scale needs --kv e4m3 or --kv e5m2 (per-head scales are for fp8)");
+    char names[256];
     if (a->hadamard && !a->kv)
-        return cli_error(EXIT_USAGE, "--hadamard turns the keys of a quantized KV cache: give --incremental --kv q8, q4, "
-                         "q4_1, e4m3 or e5m2 too");
-    if (a->residual >= 0 && a->kv != ATTN_Q4C && a->kv != ATTN_Q2C)
+        return cli_error(EXIT_USAGE, "--hadamard turns the keys of a quantized KV cache: give --incremental --kv %s too",
+                         cli_quant_names(ATTN_QUANT_ROWS, names, sizeof names));
+    if (a->residual >= 0 && cli_quant_kind(a->kv, NULL) != ATTN_QUANT_GROUPS)
         return cli_error(EXIT_USAGE, "--kv-residual keeps recent keys of a per-channel cache in float16: give "
-                         "--incremental --kv q4c or q2c too");
-    if (a->hadamard && (a->kv == ATTN_Q4C || a->kv == ATTN_Q2C))
+                         "--incremental --kv %s too", cli_quant_names(ATTN_QUANT_GROUPS, names, sizeof names));
+    if (a->hadamard && cli_quant_kind(a->kv, NULL) == ATTN_QUANT_GROUPS)
         return cli_error(EXIT_USAGE, "--hadamard is for keys stored per token; --kv %s keys (per channel) take no "
                          "rotation", attn_dtype_name(a->kv));
     return cli_rope_check(&a->rope, a->has_rope);
@@ -425,15 +426,17 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const char *x
     /* A cache holds one position at least: a sequence of none (L = 0) runs
      * one step of no token over it, below, which checks what every step would. */
     d.capacity = L > 0 ? L : 1, d.key_dim = d.value_dim = D, d.dtype = kv ? kv : x->dtype;
-    if (kv == ATTN_Q4C || kv == ATTN_Q2C) /* keys per channel in groups of 32 positions, values per token */
+    int64_t multiple;
+    attn_quant_kind kind = cli_quant_kind(kv, &multiple);
+    if (kind == ATTN_QUANT_GROUPS) /* keys per channel in groups of 32 positions, values per token */
         d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (d.capacity + 31) / 32 * 32,
         d.residual = residual > 0 ? residual : 0;
     if (kv && x->dtype != ATTN_F32) /* the layer takes f32 or f64 X (attn_mha); the quantized cache, f32 rows */
         return cli_error(EXIT_DATA, "--kv %s needs float32 X (the cache quantizes the layer's own rows), not %s",
                          attn_dtype_name(kv), cli_dtype_name(x->dtype));
-    if ((kv == ATTN_Q8 || kv == ATTN_Q4 || kv == ATTN_Q4_1) && D % 32)
-        return cli_error(EXIT_DATA, "--kv %s needs a head dimension that is a multiple of 32, but E / heads = %lld",
-                         attn_dtype_name(kv), (long long)D);
+    if (kind == ATTN_QUANT_ROWS && D % multiple)
+        return cli_error(EXIT_DATA, "--kv %s needs a head dimension that is a multiple of %lld, but E / heads = %lld",
+                         attn_dtype_name(kv), (long long)multiple, (long long)D);
     if (hadamard && (D > 1024 || (D & (D - 1))))
         return cli_error(EXIT_DATA, "--hadamard needs a head dimension that is a power of two up to 1024, but E / heads "
                          "= %lld", (long long)D);

@@ -191,9 +191,12 @@ static int to_stored(input *in, attn_dtype store, double scale) {
     if (store != ATTN_BF16) { /* quantized rows, in C order */
         int64_t cols = in->t.rank ? in->t.shape[in->t.rank - 1] : 1, rows = attn_tensor_numel(&in->t) / (cols ? cols : 1);
         size_t row = attn_quant_row_size(store, cols);
+        int64_t multiple;
+        cli_quant_kind(store, &multiple);
         if (!row)
-            return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of %lld values; %s needs a multiple of 32", attn_dtype_name(store),
-                             in->flag, in->path, (long long)cols, attn_dtype_name(store));
+            return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of %lld values; %s needs a multiple of %lld",
+                             attn_dtype_name(store), in->flag, in->path, (long long)cols, attn_dtype_name(store),
+                             (long long)multiple);
         void *bytes = malloc(row * (size_t)rows + 1);
         if (!bytes) return cli_error(EXIT_DATA, "out of memory quantizing %s", in->path);
         if (attn_quantize(bytes, row * (size_t)rows, store, &in->t, &err) ||
@@ -369,12 +372,14 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "a ragged batch needs both --cu-seqlens-q and --cu-seqlens-k");
     if (kv_scale[0] > 0 && *kv_store != ATTN_E4M3 && *kv_store != ATTN_E5M2)
         return cli_error(EXIT_USAGE, "--kv-scale needs --kv e4m3 or --kv e5m2 (per-head scales are for fp8)");
+    char names[256];
     if (kv_hadamard && (!*kv_store || *kv_store == ATTN_BF16))
-        return cli_error(EXIT_USAGE, "--hadamard turns quantized keys: give --kv q8, q4, q4_1, e4m3 or e5m2 too");
-    if (kv_residual >= 0 && *kv_store != ATTN_Q4C && *kv_store != ATTN_Q2C)
+        return cli_error(EXIT_USAGE, "--hadamard turns quantized keys: give --kv %s too",
+                         cli_quant_names(ATTN_QUANT_ROWS, names, sizeof names));
+    if (kv_residual >= 0 && cli_quant_kind(*kv_store, NULL) != ATTN_QUANT_GROUPS)
         return cli_error(EXIT_USAGE, "--kv-residual keeps recent keys of a per-channel cache in float16: give --kv q4c "
                          "or --kv q2c too");
-    if (kv_hadamard && (*kv_store == ATTN_Q4C || *kv_store == ATTN_Q2C))
+    if (kv_hadamard && cli_quant_kind(*kv_store, NULL) == ATTN_QUANT_GROUPS)
         return cli_error(EXIT_USAGE, "--hadamard is for keys stored per token; --kv %s keys (per channel) take no "
                          "rotation", attn_dtype_name(*kv_store));
     if (kv_hadamard && *has_rope)
@@ -579,7 +584,7 @@ static int run_with(input *in, cli_output *outs, attn_sdpa_options *opts, attn_d
         if (in[0].t.dtype != ATTN_F32)
             return cli_error(EXIT_DATA, "%s%s needs float32 q, but -q %s is %s", kv_store == ATTN_BF16 ? "--kv-bf16" : "--kv ",
                              kv_store == ATTN_BF16 ? "" : attn_dtype_name(kv_store), in[0].path, cli_dtype_name(in[0].t.dtype));
-        if (kv_store == ATTN_Q4C || kv_store == ATTN_Q2C) return run_grouped(in, outs, opts, kv_store);
+        if (cli_quant_kind(kv_store, NULL) == ATTN_QUANT_GROUPS) return run_grouped(in, outs, opts, kv_store);
         if (kv_hadamard && ((code = turned(&in[1])) || (code = turned(&in[0])))) return code;
         if ((code = to_stored(&in[1], kv_store, kv_scale[0])) || (code = to_stored(&in[2], kv_store, kv_scale[1])))
             return code;

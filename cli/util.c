@@ -89,27 +89,55 @@ int cli_bad_value(const char *option, const char *value, const char *fmt, ...) {
     return code;
 }
 
-int cli_kv_format(const char *value, bool bf16, attn_dtype *out) {
-    static const attn_dtype FORMATS[] = {ATTN_Q8,   ATTN_Q4,   ATTN_Q4_1, ATTN_E4M3,
-                                         ATTN_E5M2, ATTN_BF16, ATTN_Q4C,  ATTN_Q2C};
-    enum { N = sizeof FORMATS / sizeof FORMATS[0] };
-    char names[256];
+int cli_quant_formats(attn_quant_kind kind, attn_dtype *formats, int size) {
+    int n = 0;
+    attn_dtype f;
+    attn_quant_kind k;
+    for (int i = 0; n < size && !attn_quant_format(i, &f, &k, NULL, NULL); i++)
+        if (k == kind) formats[n++] = f;
+    return n;
+}
+
+attn_quant_kind cli_quant_kind(attn_dtype format, int64_t *multiple) {
+    attn_dtype f;
+    attn_quant_kind k;
+    int64_t m;
+    for (int i = 0; !attn_quant_format(i, &f, &k, &m, NULL); i++)
+        if (f == format) {
+            if (multiple) *multiple = m;
+            return k;
+        }
+    if (multiple) *multiple = 1;
+    return (attn_quant_kind)0;
+}
+
+/* The names of formats[0 .. n-1] as a message lists them, "a, b or c". */
+static const char *names_of(char *buf, size_t size, const attn_dtype *formats, int n) {
     size_t len = 0;
-    int listed = 0, taken = 0;
-    for (int f = 0; f < N; f++) taken += FORMATS[f] != ATTN_BF16 || bf16;
-    for (int f = 0; f < N; f++) {
-        if (FORMATS[f] == ATTN_BF16 && !bf16) continue;
-        const char *name = attn_dtype_name(FORMATS[f]);
-        if (strcmp(value, name) == 0) {
-            *out = FORMATS[f];
+    buf[0] = '\0';
+    for (int f = 0; f < n && len < size; f++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", f == 0 ? "" : f == n - 1 ? " or " : ", ",
+                                attn_dtype_name(formats[f]));
+    return buf;
+}
+
+const char *cli_quant_names(attn_quant_kind kind, char *buf, size_t size) {
+    attn_dtype formats[CLI_QUANT_MAX];
+    return names_of(buf, size, formats, cli_quant_formats(kind, formats, CLI_QUANT_MAX));
+}
+
+int cli_kv_format(const char *value, bool bf16, attn_dtype *out) {
+    attn_dtype formats[2 * CLI_QUANT_MAX + 1];
+    int n = cli_quant_formats(ATTN_QUANT_ROWS, formats, CLI_QUANT_MAX);
+    if (bf16) formats[n++] = ATTN_BF16;
+    n += cli_quant_formats(ATTN_QUANT_GROUPS, formats + n, CLI_QUANT_MAX);
+    for (int f = 0; f < n; f++)
+        if (strcmp(value, attn_dtype_name(formats[f])) == 0) {
+            *out = formats[f];
             return 0;
         }
-        listed++;
-        if (len < sizeof names)
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
-                                    listed == 1 ? "" : listed == taken ? " or " : ", ", name);
-    }
-    return cli_bad_value("--kv", value, "is not %s", names);
+    char names[256];
+    return cli_bad_value("--kv", value, "is not %s", names_of(names, sizeof names, formats, n));
 }
 
 int cli_unknown_argument(const char *command, const char *arg) {

@@ -303,6 +303,14 @@ ATTN_API size_t attn_dtype_size(attn_dtype dtype);
 /* Short name of `dtype`: "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
  * "e4m3", "e5m2", "q4_1", "q4c", "q2c", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
+/* The dtype whose attn_dtype_name is `name` (the whole string, case
+ * included: "f32", "bf16", "q4_1", ...) into *dtype, so that a program
+ * reads a dtype its user names without a table of its own. Errors:
+ * ATTN_ERR_NULL (dtype or name NULL), ATTN_ERR_DTYPE (no dtype has that
+ * name; the message lists the names). *dtype is written only on success.
+ * Added in 0.4.0. */
+ATTN_API attn_status attn_dtype_from_name(attn_dtype *dtype, const char *name, attn_error *err);
+
 /* Format a shape as NumPy prints it, "(2, 3)", "(3,)" or "()", into buf
  * (always terminated when size > 0, cut short if it does not fit; NULL buf
  * writes nothing, NULL shape prints "()", a rank outside 0..ATTN_MAX_RANK
@@ -660,6 +668,32 @@ ATTN_API size_t attn_quant_group_size(attn_dtype format, int64_t n);
  * n < 1, n is not a multiple of 32 for q8, q4 and q4_1, or the size does
  * not fit. */
 ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
+
+/* How a quantized format is laid out (attn_quant_format's *kind): in rows
+ * of attn_quant_row_size bytes, one per position (a cache's or pool's
+ * dtype, attn_sdpa's k and v), or in groups of 32 positions of
+ * attn_quant_group_size bytes (keys quantized per channel: the key_dtype
+ * of caches and pools only). Added in 0.4.0. */
+typedef enum attn_quant_kind {
+    ATTN_QUANT_ROWS = 1,  /* q8, q4, q4_1, e4m3, e5m2 */
+    ATTN_QUANT_GROUPS = 2 /* q4c, q2c */
+} attn_quant_kind;
+
+/* The library's quantized formats, one per index: 0, 1, ... give q8, q4,
+ * q4_1, e4m3, e5m2, q4c, q2c in this version (the order of this section and
+ * of the library's messages; a later version may add formats), so a
+ * program lists every format, a new one included, by asking from 0 until
+ * ATTN_ERR_ARGUMENT, and names each with attn_dtype_name. *format: the
+ * format's dtype; *kind: its attn_quant_kind; *multiple: the number n must
+ * be a multiple of, for a row of n values (ATTN_QUANT_ROWS: key_dim and
+ * value_dim) or a group of n channels (ATTN_QUANT_GROUPS: key_dim): 32 for
+ * q8, q4 and q4_1, 1 for e4m3 and e5m2, 2 for q4c, 4 for q2c;
+ * attn_quant_row_size (attn_quant_group_size) takes exactly the n >= 1
+ * that are its multiples, short of a size that does not fit. Any of the three may be NULL. Errors:
+ * ATTN_ERR_ARGUMENT (index below 0 or past the last format); nothing is
+ * written then. Added in 0.4.0. */
+ATTN_API attn_status attn_quant_format(int index, attn_dtype *format, attn_quant_kind *kind, int64_t *multiple,
+                                       attn_error *err);
 
 /* Quantize src into dst, rows of attn_quant_row_size(format, n) bytes one
  * after another, where n is src's last dimension and the rows are src's

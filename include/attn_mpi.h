@@ -171,8 +171,8 @@ ATTN_API int64_t attn_mpi_digest(const void *bytes, size_t n);
  * (f32 with f16/bf16 k and v too), GQA and broadcasting are attn_sdpa's,
  * but q must be f32 or f64: the ring accumulates out, lse and the
  * gradients in q's dtype (a 16-bit q is ATTN_ERR_DTYPE; widen it to f32);
- * and quantized k or v (q8, q4, q4_1, e4m3, e5m2, q4c, q2c) is ATTN_ERR_DTYPE too
- * (attn_dequantize widens them).
+ * and quantized k or v (any format attn_quant_format lists) is ATTN_ERR_DTYPE
+ * too (attn_dequantize widens them).
  * Memory: two shards of k and v in flight, and one partial result.
  * L and S are each 0 or enough for a row in every shard (N for the
  * contiguous layout, 2N for zigzag; ATTN_ERR_SHAPE otherwise). Dimensions

@@ -95,6 +95,97 @@ static void test_basics(void) {
           "dtype_size", "wrong sizes");
 }
 
+/* ---- dtypes by name, and the quantized formats listed ---------------------- */
+
+static void test_dtype_names_and_formats(void) {
+    attn_error err;
+    attn_dtype d;
+    /* every named dtype back from its name, and the values run 1, 2, ... to the last named */
+    int named = 0, back = 1;
+    for (int v = 1; v < 256; v++) {
+        if (strcmp(attn_dtype_name((attn_dtype)v), "unknown") == 0) continue;
+        named = v;
+        d = (attn_dtype)0;
+        back &= attn_dtype_from_name(&d, attn_dtype_name((attn_dtype)v), &err) == ATTN_OK && d == (attn_dtype)v;
+    }
+    check(back && named == ATTN_Q2C, "dtype_from_name_inverts_dtype_name", "last named value %d", named);
+    check(attn_dtype_from_name(&d, "bf16", NULL) == ATTN_OK && d == ATTN_BF16 &&
+              attn_dtype_from_name(&d, "q4_1", NULL) == ATTN_OK && d == ATTN_Q4_1,
+          "dtype_from_name_bf16_q4_1", "got %d", (int)d);
+    d = ATTN_F64;
+    check_status(attn_dtype_from_name(&d, "float32", &err), &err, ATTN_ERR_DTYPE,
+                 "no dtype is named \"float32\"; the dtypes are f32, f64, bool, f16, bf16, q8, q4, e4m3, e5m2, q4_1, "
+                 "q4c or q2c",
+                 "dtype_from_name_unknown_lists_the_names");
+    check(d == ATTN_F64, "dtype_from_name_unknown_writes_nothing", "dtype became %d", (int)d);
+    check_status(attn_dtype_from_name(&d, "F32", &err), &err, ATTN_ERR_DTYPE, "\"F32\"", "dtype_from_name_case");
+    check_status(attn_dtype_from_name(&d, "", &err), &err, ATTN_ERR_DTYPE, "\"\"", "dtype_from_name_empty");
+    check_status(attn_dtype_from_name(&d, "unknown", &err), &err, ATTN_ERR_DTYPE, "\"unknown\"",
+                 "dtype_from_name_unknown_is_no_dtype");
+    check_status(attn_dtype_from_name(&d, "f32 ", &err), &err, ATTN_ERR_DTYPE, "", "dtype_from_name_whole_string");
+    char longname[300];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    check_status(attn_dtype_from_name(&d, longname, &err), &err, ATTN_ERR_DTYPE, "the dtypes are f32",
+                 "dtype_from_name_long_name_cut_short");
+    check_status(attn_dtype_from_name(NULL, "f32", &err), &err, ATTN_ERR_NULL, "dtype is NULL",
+                 "dtype_from_name_null_dtype");
+    check_status(attn_dtype_from_name(&d, NULL, &err), &err, ATTN_ERR_NULL, "name is NULL",
+                 "dtype_from_name_null_name");
+    check(attn_dtype_from_name(NULL, NULL, NULL) == ATTN_ERR_NULL, "dtype_from_name_null_err", "not ATTN_ERR_NULL");
+
+    /* attn_quant_format: the formats in attn.h's order, each kind and multiple
+     * as the sizes say, and every dtype of no element size listed once */
+    static const struct {
+        attn_dtype f;
+        attn_quant_kind kind;
+        int64_t multiple;
+    } WANT[] = {{ATTN_Q8, ATTN_QUANT_ROWS, 32},    {ATTN_Q4, ATTN_QUANT_ROWS, 32},   {ATTN_Q4_1, ATTN_QUANT_ROWS, 32},
+                {ATTN_E4M3, ATTN_QUANT_ROWS, 1},   {ATTN_E5M2, ATTN_QUANT_ROWS, 1},  {ATTN_Q4C, ATTN_QUANT_GROUPS, 2},
+                {ATTN_Q2C, ATTN_QUANT_GROUPS, 4}};
+    enum { NW = sizeof WANT / sizeof WANT[0] };
+    int count = 0, listed[256] = {0};
+    for (int i = 0; i < 256; i++) {
+        attn_dtype f = (attn_dtype)0;
+        attn_quant_kind kind = (attn_quant_kind)0;
+        int64_t m = 0;
+        attn_status st = attn_quant_format(i, &f, &kind, &m, &err);
+        if (st) {
+            check_status(st, &err, ATTN_ERR_ARGUMENT, "names no quantized format", "quant_format_past_the_last");
+            check(f == 0 && kind == 0 && m == 0, "quant_format_past_the_last_writes_nothing", "%d %d %lld", (int)f,
+                  (int)kind, (long long)m);
+            break;
+        }
+        count++;
+        if ((unsigned)f < 256) listed[f]++;
+        char name[64];
+        snprintf(name, sizeof name, "quant_format_%d_%s", i, attn_dtype_name(f));
+        check(i < NW && f == WANT[i].f && kind == WANT[i].kind && m == WANT[i].multiple, name,
+              "format %d kind %d multiple %lld", (int)f, (int)kind, (long long)m);
+        /* the sizes take m, 2m and 64m, not m + 1 (every multiple of m, and only those, when m > 1) */
+        size_t (*size)(attn_dtype, int64_t) = kind == ATTN_QUANT_GROUPS ? attn_quant_group_size : attn_quant_row_size;
+        snprintf(name, sizeof name, "quant_format_%s_multiple_as_its_size", attn_dtype_name(f));
+        check(size(f, m) && size(f, 2 * m) && size(f, 64 * m) && (m == 1 || !size(f, m + 1)) &&
+                  !(kind == ATTN_QUANT_GROUPS ? attn_quant_row_size(f, m) : attn_quant_group_size(f, m)),
+              name, "multiple %lld", (long long)m);
+    }
+    check(count == NW, "quant_format_count", "%d formats", count);
+    int unlisted = 0;
+    for (int v = 1; v < 256; v++) {
+        bool quantized = strcmp(attn_dtype_name((attn_dtype)v), "unknown") != 0 && attn_dtype_size((attn_dtype)v) == 0;
+        if (listed[v] != (quantized ? 1 : 0)) unlisted = v;
+    }
+    check(!unlisted, "quant_format_lists_every_quantized_dtype_once", "dtype %d (%s)", unlisted,
+          attn_dtype_name((attn_dtype)unlisted));
+    check(attn_quant_format(0, NULL, NULL, NULL, NULL) == ATTN_OK, "quant_format_null_outputs", "failed");
+    attn_dtype f = ATTN_F32;
+    check_status(attn_quant_format(-1, &f, NULL, NULL, &err), &err, ATTN_ERR_ARGUMENT, "index -1",
+                 "quant_format_negative_index");
+    check_status(attn_quant_format(INT_MAX, &f, NULL, NULL, &err), &err, ATTN_ERR_ARGUMENT, "there are 7",
+                 "quant_format_int_max");
+    check(f == ATTN_F32, "quant_format_bad_index_writes_nothing", "format became %d", (int)f);
+}
+
 /* ---- argument checking of attn_sdpa --------------------------------------- */
 
 /* attn_sdpa with the weights output of the current check, if any. */
@@ -4297,6 +4388,7 @@ int main(void) {
     rng_state = test_seed(TENSORS_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
     test_num_threads_env();
     test_basics();
+    test_dtype_names_and_formats();
     test_tuning();
     test_documented_errors();
     test_additive();

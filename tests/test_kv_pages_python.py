@@ -73,9 +73,13 @@
   NumPy bool (TypeError); pool.memory, cache.memory and a plan's memory
   read-only and not reassignable, a cache's view not made writable; a
   paged plan made without a zeroed q.
+- the storage formats as the library lists them (attn_quant_format): each
+  one taken as a dtype or key_dtype, the codes the library's, and an
+  unknown dtype's message listing them in the library's order.
 
 Usage: test_kv_pages_python.py BUILD_DIR. Prints "ok NAME" / "FAIL NAME: why"."""
 import copy
+import ctypes
 import mmap
 import os
 import pickle
@@ -1840,5 +1844,61 @@ finally:
 zq = rng.standard_normal((64, 4, 16)).astype(np.float32)
 check("paged_plan_makes_no_zero_q", (64, 4, 16) not in zeros_made and
       np.array_equal(zplan.run(zq), zp.attend(zs, zq, causal="bottom-right")), str(zeros_made))
+
+# The storage formats come from the library (attn_quant_format, read here
+# through ctypes apart from the binding): every format it lists as rows is
+# a dtype of a pool and a cache, every one it lists as groups a key_dtype,
+# and an unknown dtype's message lists those and the float names, in the
+# library's order; the binding's dtype codes are the library's names.
+from attn import _lib  # noqa: E402
+
+listed, fmt, kind, mult = [], ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+while not _lib.LIB.attn_quant_format(len(listed), ctypes.byref(fmt), ctypes.byref(kind), ctypes.byref(mult), None):
+    listed.append((_lib.LIB.attn_dtype_name(fmt.value).decode(), kind.value, mult.value))
+check("storage_formats_as_the_library_lists", [(n, k, m) for n, _, k, m in _lib.QUANT_FORMATS] == listed and
+      [n for n, _, _ in listed] == ["q8", "q4", "q4_1", "e4m3", "e5m2", "q4c", "q2c"], str(listed))
+check("storage_dtype_codes_are_the_libraries",
+      [_lib.LIB.attn_dtype_name(c).decode() for c in (_lib.F32, _lib.F64, _lib.BOOL, _lib.F16, _lib.BF16)] ==
+      ["f32", "f64", "bool", "f16", "bf16"])
+rows_names = [n for n, k, _ in listed if k == _lib.QUANT_ROWS]
+group_names = [n for n, k, _ in listed if k == _lib.QUANT_GROUPS]
+taken = []
+for n, k, m in listed:
+    dim = 64 * m  # a multiple of every format's
+    if k == _lib.QUANT_ROWS:
+        sp = attn.KVPages(heads=1, key_dim=dim, num_pages=2, max_sequences=1, dtype=n)
+        sc = attn.KVCache(1, 1, 32, dim, dtype=n)
+        taken.append(sp._desc.dtype == sc._desc.dtype == [c for x, c, _, _ in _lib.QUANT_FORMATS if x == n][0])
+    else:
+        sp = attn.KVPages(heads=1, key_dim=dim, num_pages=2, max_sequences=1, page_size=32, key_dtype=n)
+        taken.append(sp._desc.key_dtype == [c for x, c, _, _ in _lib.QUANT_FORMATS if x == n][0])
+check("storage_every_listed_format_taken", all(taken) and len(taken) == len(listed), str(taken))
+check("storage_numpy_dtype_types_taken",
+      attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype=np.float16)._desc.dtype == _lib.F16 and
+      attn.KVCache(1, 1, 4, 4, dtype=np.float64)._desc.dtype == _lib.F64 and
+      attn.KVCache(1, 1, 4, 4, dtype=np.dtype(np.float32))._desc.dtype == _lib.F32)
+
+
+def quoted(names):
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+for name, call, want in (
+        ("storage_unknown_pool_dtype_lists_the_formats",
+         lambda: attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype="q5"),
+         "dtype is 'q5': " + quoted(["'float32'", "'float16'", "'bfloat16'"] + ["'%s'" % n for n in rows_names])),
+        ("storage_unknown_cache_dtype_lists_the_formats", lambda: attn.KVCache(1, 1, 4, 4, dtype="f32"),
+         "dtype is 'f32': " + quoted(["'float32'", "'float16'", "'bfloat16'", "'float64'"] +
+                                     ["'%s'" % n for n in rows_names])),
+        ("storage_unknown_pool_dtype_float64_refused",
+         lambda: attn.KVPages(heads=1, key_dim=4, num_pages=2, max_sequences=1, dtype=np.float64),
+         "dtype is <class 'numpy.float64'>: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'"),
+        ("storage_unknown_key_dtype_lists_the_formats", lambda: attn.KVCache(1, 1, 32, 4, key_dtype="q4"),
+         "key_dtype is 'q4': " + quoted(["None (keys in dtype)"] + ["'%s'" % n for n in group_names]))):
+    try:
+        call()
+        check(name, False, "accepted")
+    except attn.OptionError as e:
+        check(name, str(e).startswith(want), "%s; wanted %s" % (e, want))
 print("# kv pages from python: %d passed, %d failed" % (r.passed, r.failed))
 sys.exit(1 if r.failed else 0)

@@ -17,7 +17,9 @@ import subprocess
 from ._version import __version__
 
 MAX_RANK = 5
-F32, F64, BOOL, F16, BF16 = 1, 2, 3, 4, 5
+# attn_quant_kind (attn.h, attn_quant_format): a quantized format stored in
+# rows, one per position (a dtype), or in groups of 32 positions (a key_dtype).
+QUANT_ROWS, QUANT_GROUPS = 1, 2
 
 
 class Tensor(ctypes.Structure):
@@ -147,6 +149,12 @@ def _declare(lib):
     lib.attn_isa.restype = ctypes.c_char_p
     lib.attn_strerror.restype = ctypes.c_char_p
     lib.attn_strerror.argtypes = [ctypes.c_int]
+    lib.attn_dtype_name.restype, lib.attn_dtype_name.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    lib.attn_dtype_from_name.restype = st
+    lib.attn_dtype_from_name.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, pe]
+    lib.attn_quant_format.restype = st
+    lib.attn_quant_format.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                                      ctypes.POINTER(ctypes.c_int64), pe]
     lib.attn_get_num_threads.restype = ctypes.c_int
     lib.attn_set_num_threads.argtypes = [ctypes.c_int]
     for cls in _INIT:
@@ -279,3 +287,27 @@ def load():
 
 
 LIB = load()
+
+
+def _dtype(name):
+    """The library's attn_dtype named `name` (attn_dtype_from_name)."""
+    code, err = ctypes.c_int(), Error()
+    if LIB.attn_dtype_from_name(ctypes.byref(code), name.encode(), ctypes.byref(err)):
+        raise ImportError("libattn from %s names no dtype %s: %s" % (LIB.attn_path, name, err.message.decode()))
+    return code.value
+
+
+def _quant_formats():
+    """The library's quantized formats in its order (attn_quant_format, from
+    index 0 until it says there is no more): (name, code, kind, multiple)
+    each, kind QUANT_ROWS or QUANT_GROUPS and multiple the number of values
+    a row (channels a group) must be a multiple of."""
+    found, code, kind, multiple = [], ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+    while not LIB.attn_quant_format(len(found), ctypes.byref(code), ctypes.byref(kind), ctypes.byref(multiple), None):
+        found.append((LIB.attn_dtype_name(code.value).decode(), code.value, kind.value, multiple.value))
+    return tuple(found)
+
+
+# The dtypes' codes and the quantized formats, as this library has them.
+F32, F64, BOOL, F16, BF16 = (_dtype(name) for name in ("f32", "f64", "bool", "f16", "bf16"))
+QUANT_FORMATS = _quant_formats()

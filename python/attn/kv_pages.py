@@ -44,14 +44,25 @@ from ._core import (CAUSAL, ArgumentError, DtypeError, NullError, OptionError, P
                     ShapeError, _bool, _library_owned, _Pinned,
                     _context, _count, _float_array, _index, _listed, _mask, _options, _query, _rope, _varlen_masks,
                     raise_for, view)
-from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, Error, KVCacheDesc, KVPagedView, KVPagesDesc, MhaOptions,
-                   MhaParams, Tensor, default)
+from ._lib import (BF16, F16, F32, F64, LIB, MHA_PARAMS, QUANT_FORMATS, QUANT_GROUPS, QUANT_ROWS, Error, KVCacheDesc,
+                   KVPagedView, KVPagesDesc, MhaOptions, MhaParams, Tensor, default)
 from ._memory import kv_zeros
 
-# The quantized formats (attn.h, "Quantized storage"): q8, q4 and q4_1 need
-# value_dim, and key_dim unless key_dtype stores the keys, multiples of 32.
-_STORAGE = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16,
-            "q8": 6, "q4": 7, "e4m3": 8, "e5m2": 9, "q4_1": 10}
+# A pool's dtypes: the floats by NumPy's names, then the quantized formats
+# the library lists as rows (attn_quant_format; attn.h, "Quantized storage"),
+# by its names (q8, q4 and q4_1 need value_dim, and key_dim unless key_dtype
+# stores the keys, multiples of 32): a format the library adds is taken
+# here without a word of this file changing.
+_FLOATS = {"float32": F32, np.dtype(np.float32): F32, "float16": F16, np.dtype(np.float16): F16, "bfloat16": BF16}
+_QUANTIZED = {name: code for name, code, kind, _ in QUANT_FORMATS if kind == QUANT_ROWS}
+_STORAGE = {**_FLOATS, **_QUANTIZED}
+
+
+def _one_of(keys, none="None"):
+    """The names among keys (a table's, in its order; None as `none`), as a
+    message lists them: "'a', 'b' or 'c'"."""
+    names = [none if k is None else repr(k) for k in keys if k is None or isinstance(k, str)]
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
 
 
 def _storage(dtype):
@@ -68,14 +79,15 @@ def _storage(dtype):
 
 
 # Keys quantized per channel over groups of 32 positions (attn.h, "Keys
-# quantized per channel"; KIVI's keys): key_dtype, with values in dtype.
-_KEYS = {None: 0, "q4c": 11, "q2c": 12}
+# quantized per channel"; KIVI's keys): key_dtype, with values in dtype; the
+# formats the library lists as groups (attn_quant_format).
+_KEYS = {None: 0, **{name: code for name, code, kind, _ in QUANT_FORMATS if kind == QUANT_GROUPS}}
 
 
 def _keys(key_dtype):
     """key_dtype's code (_KEYS), or the OptionError naming what it takes."""
     if not (key_dtype is None or isinstance(key_dtype, str)) or key_dtype not in _KEYS:  # a list: "unhashable"
-        raise OptionError("key_dtype is %r: None (keys in dtype), 'q4c' or 'q2c'" % (key_dtype,), 9)
+        raise OptionError("key_dtype is %r: %s" % (key_dtype, _one_of(_KEYS, "None (keys in dtype)")), 9)
     return _KEYS[key_dtype]
 
 
@@ -305,7 +317,7 @@ class KVPages(_Pinned):
                  max_length=0, key_dtype=None, k_scale=None, v_scale=None, hadamard=False, residual=0,
                  head_major=False):
         if _storage(dtype) not in _STORAGE:
-            raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'q8', 'q4', 'q4_1', 'e4m3' or 'e5m2'" % (dtype,), 9)
+            raise OptionError("dtype is %r: %s" % (dtype, _one_of(_STORAGE)), 9)
         dtype = _storage(dtype)
         d = default(KVPagesDesc)
         d.heads, d.key_dim = _index(heads, "heads"), _index(key_dim, "key_dim")
@@ -768,12 +780,12 @@ class KVCache(_Pinned):
     rows keep their own lengths (self.lengths), which the C calls neither
     read nor change (attn.h, attn_mha_cached_batch)."""
 
-    _DTYPES = {**_STORAGE, "float64": F64, np.dtype(np.float64): F64}
+    _DTYPES = {**_FLOATS, "float64": F64, np.dtype(np.float64): F64, **_QUANTIZED}
 
     def __init__(self, batch, heads, capacity, key_dim, value_dim=None, dtype="float32", key_dtype=None, residual=0,
                  k_scale=None, v_scale=None, hadamard=False):
         if _storage(dtype) not in self._DTYPES:
-            raise OptionError("dtype is %r: 'float32', 'float16', 'bfloat16', 'float64' or quantized" % (dtype,), 9)
+            raise OptionError("dtype is %r: %s" % (dtype, _one_of(self._DTYPES)), 9)
         dtype = _storage(dtype)
         d = default(KVCacheDesc)
         d.batch, d.heads, d.capacity = _index(batch, "batch"), _index(heads, "heads"), _index(capacity, "capacity")

@@ -9,7 +9,8 @@
 #include <string.h>
 
 /* Which formats there are, and their kind, is said here once: a blocked
- * format by its block's bytes, an fp8 one by attn_dtype_fp8; the checks of
+ * format by its block's bytes, an fp8 one by attn_dtype_fp8, and each in
+ * FORMATS below, which callers list (attn_quant_format); the checks of
  * caches, pools and row sources and the kernels' choice of rows read in
  * place ask these (docs/design.md lists what still names a format). */
 int64_t attn_quant_block_bytes(attn_dtype d) {
@@ -33,6 +34,31 @@ int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
         return (uint64_t)q <= (uint64_t)INT64_MAX ? (int64_t)q : 0;
     }
     return n >= 1 && attn_dtype_size(dt) && attn_mul_i64(n, (int64_t)attn_dtype_size(dt), &bytes) ? bytes : 0;
+}
+
+/* The quantized formats a caller can list (attn_quant_format), in the order
+ * attn.h lays them out and messages list them: a format is registered by
+ * its entry here. tests/test_api.c checks that every dtype of no element
+ * size but a name is here. */
+static const attn_dtype FORMATS[] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q4C, ATTN_Q2C};
+
+attn_status attn_quant_format(int index, attn_dtype *format, attn_quant_kind *kind, int64_t *multiple,
+                              attn_error *err) {
+    enum { N = sizeof FORMATS / sizeof FORMATS[0] };
+    if (index < 0 || index >= N)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "index %d names no quantized format: there are %d (0 to %d)", index,
+                         (int)N, (int)N - 1);
+    attn_dtype f = FORMATS[index];
+    bool grouped = attn_dtype_grouped(f);
+    /* The least n its size takes, which every n it takes is a multiple of
+     * (a block, 2 or 4 channels to a byte, or 1); asked rather than written
+     * out again, so that a format's rule is said once. */
+    int64_t m = 1;
+    while (m < ATTN_KEY_GROUP_MAX_COLS && !(grouped ? attn_group_bytes(f, m) : attn_row_bytes(f, m))) m++;
+    if (format) *format = f;
+    if (kind) *kind = grouped ? ATTN_QUANT_GROUPS : ATTN_QUANT_ROWS;
+    if (multiple) *multiple = m;
+    return ATTN_OK;
 }
 
 size_t attn_quant_row_size(attn_dtype format, int64_t n) {

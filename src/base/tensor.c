@@ -2,6 +2,7 @@
 #include "base/base.h"
 
 #include <stdio.h>
+#include <string.h>
 
 bool attn_mul_i64(int64_t a, int64_t b, int64_t *out) {
     return !__builtin_mul_overflow(a, b, out);
@@ -26,10 +27,29 @@ void attn_format_shape(char *buf, size_t size, int rank, const int64_t *shape) {
     if (n < size) n += (size_t)snprintf(buf + n, size - n, rank == 1 ? ",)" : ")");
 }
 
+/* Each dtype's name, by its value; attn_dtype_from_name reads them back. */
+static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
+                                    "e4m3",    "e5m2", "q4_1", "q4c", "q2c"};
+enum { NAMED = sizeof NAMES / sizeof NAMES[0] };
+
 const char *attn_dtype_name(attn_dtype dtype) {
-    static const char *const NAMES[] = {"unknown", "f32", "f64", "bool", "f16", "bf16", "q8", "q4",
-                                        "e4m3",    "e5m2", "q4_1", "q4c", "q2c"};
-    return (unsigned)dtype <= ATTN_Q2C ? NAMES[dtype] : "unknown";
+    return (unsigned)dtype < NAMED ? NAMES[dtype] : "unknown";
+}
+
+attn_status attn_dtype_from_name(attn_dtype *dtype, const char *name, attn_error *err) {
+    if (!dtype || !name) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", dtype ? "name" : "dtype");
+    char names[128];
+    size_t len = 0;
+    for (int d = 1; d < NAMED; d++) {
+        if (strcmp(name, NAMES[d]) == 0) {
+            *dtype = (attn_dtype)d;
+            return ATTN_OK;
+        }
+        if (len < sizeof names)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", d == 1 ? "" : d == NAMED - 1 ? " or " : ", ",
+                                    NAMES[d]);
+    }
+    return attn_fail(err, ATTN_ERR_DTYPE, "no dtype is named \"%.64s\"; the dtypes are %s", name, names);
 }
 
 size_t attn_dtype_size(attn_dtype dtype) {
