@@ -527,6 +527,27 @@ def main():
                  and want in lines[0] and not r.stdout else "rc %d, stdout %r, stderr %r"
                  % (r.returncode, r.stdout[-200:], r.stderr[-300:]))
 
+    # attn-mpi bench's header: counts of 1 in the singular ("on 1 ranks",
+    # "1 threads each" were printed), and with more ranks than the node has
+    # cores (--oversubscribe, where Open MPI binds no rank) the single-rank
+    # run takes the node's cores, not ranks × 1 thread, and no note says a
+    # rank is bound to fewer than that ("bound to 2 of the node's 3 cores").
+    cores = os.sysconf("SC_NPROCESSORS_ONLN")
+    r = subprocess.run(c.mpirun + ["-np", "1", c.mpi, "bench", "--quick"], capture_output=True, text=True, timeout=300)
+    head = " ".join(r.stdout.split())
+    one = "ring attention on 1 rank (1 per node, %d thread%s each)" % (cores, "" if cores == 1 else "s")
+    c.report("bench_header_one_rank_singular", "" if r.returncode == 0 and one in head
+             else "rc %d, stdout %r, stderr %r" % (r.returncode, r.stdout[:400], r.stderr[-300:]))
+    if cores <= 3:  # a few ranks more than the cores: cheap only on a small node
+        n = cores + 1
+        r = subprocess.run(c.mpirun + ["-np", str(n), c.mpi, "bench", "--quick"], capture_output=True, text=True, timeout=300)
+        head = " ".join(r.stdout.split())
+        ok = r.returncode == 0 and "ring attention on %d ranks (%d per node, 1 thread each)" % (n, n) in head \
+            and "on rank 0 with %d thread%s;" % (cores, "" if cores == 1 else "s") in head and "bound to" not in head
+        c.report("bench_more_ranks_than_cores_single_takes_the_cores", "" if ok else "rc %d, stdout %r, stderr %r"
+                 % (r.returncode, r.stdout[:500], r.stderr[-300:]))
+    else:
+        print("skip bench_more_ranks_than_cores_single_takes_the_cores: %d cores (the test runs cores + 1 ranks)" % cores)
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("rank ")]
