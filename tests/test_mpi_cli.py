@@ -268,7 +268,16 @@ def main():
            k3=f((3, 37, 16)), short=f((2, 5, 16)))
     q, k, v = (c.path(n + ".npy") for n in ("q", "k", "v"))
     c.bad("error_missing_file", 3, ["-q", c.path("nope.npy"), "-k", k, "-v", v], "nope.npy")
-    c.bad("error_dtypes_differ", 3, ["-q", q, "-k", k, "-v", c.path("v32.npy")], "v is f32 but q is f64")
+    # dtypes beside q's as attn sdpa says them, naming both files, before any row is read
+    c.bad("error_dtypes_differ", 3, ["-q", q, "-k", k, "-v", c.path("v32.npy")],
+          "mixed dtypes: -v %s is float32 but -q %s is float64; give every input one float dtype" % (c.path("v32.npy"), q))
+    c.save(q32=f((2, 37, 16)).astype(np.float32), kbool=np.ones((2, 37, 16), bool), m32=f((37, 37)).astype(np.float32))
+    c.bad("error_dtypes_f64_k_beside_f32_q", 2, ["-q", c.path("q32.npy"), "-k", k, "-v", c.path("v32.npy")],
+          "mixed dtypes: -k %s is float64 but -q %s is float32" % (k, c.path("q32.npy")))
+    c.bad("error_dtypes_f32_mask_beside_f64_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m32.npy")],
+          "mixed dtypes: -m %s is float32 but -q %s is float64" % (c.path("m32.npy"), q))
+    c.bad("error_dtypes_bool_k", 2, ["-q", q, "-k", c.path("kbool.npy"), "-v", v],
+          "-k %s has dtype bool; q must be float32 or float64, and k and v float32, float64 or float16" % c.path("kbool.npy"))
     c.bad("error_heads", 2, ["-q", q, "-k", c.path("k3.npy"), "-v", v], "heads")
     # errors on a file's contents name it with its flag, as attn sdpa does ("-q short.npy has ...")
     c.bad("error_too_short_for_ranks", 3, ["-q", c.path("short.npy"), "-k", k, "-v", v],
