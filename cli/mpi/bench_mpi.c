@@ -21,6 +21,7 @@
 
 #include <sched.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +84,7 @@ static int threads_per_rank(int *node_ranks, int *cores) {
     MPI_Comm_size(node, node_ranks);
     MPI_Comm_free(&node);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    *cores = cpus < 1 ? 1 : cpus > 4096 ? 4096 : (int)cpus;
+    *cores = cpus < 1 ? 1 : cpus > INT_MAX ? INT_MAX : (int)cpus;
     int t = *cores / *node_ranks;
     return t < 1 ? 1 : t;
 }
