@@ -268,7 +268,16 @@ def main():
            k3=f((3, 37, 16)), short=f((2, 5, 16)))
     q, k, v = (c.path(n + ".npy") for n in ("q", "k", "v"))
     c.bad("error_missing_file", 3, ["-q", c.path("nope.npy"), "-k", k, "-v", v], "nope.npy")
-    c.bad("error_dtypes_differ", 3, ["-q", q, "-k", k, "-v", c.path("v32.npy")], "v is f32 but q is f64")
+    # dtypes beside q's as attn sdpa says them, naming both files, before any row is read
+    c.bad("error_dtypes_differ", 3, ["-q", q, "-k", k, "-v", c.path("v32.npy")],
+          "mixed dtypes: -v %s is float32 but -q %s is float64; give every input one float dtype" % (c.path("v32.npy"), q))
+    c.save(q32=f((2, 37, 16)).astype(np.float32), kbool=np.ones((2, 37, 16), bool), m32=f((37, 37)).astype(np.float32))
+    c.bad("error_dtypes_f64_k_beside_f32_q", 2, ["-q", c.path("q32.npy"), "-k", k, "-v", c.path("v32.npy")],
+          "mixed dtypes: -k %s is float64 but -q %s is float32" % (k, c.path("q32.npy")))
+    c.bad("error_dtypes_f32_mask_beside_f64_q", 2, ["-q", q, "-k", k, "-v", v, "-m", c.path("m32.npy")],
+          "mixed dtypes: -m %s is float32 but -q %s is float64" % (c.path("m32.npy"), q))
+    c.bad("error_dtypes_bool_k", 2, ["-q", q, "-k", c.path("kbool.npy"), "-v", v],
+          "-k %s has dtype bool; q must be float32 or float64, and k and v float32, float64 or float16" % c.path("kbool.npy"))
     c.bad("error_heads", 2, ["-q", q, "-k", c.path("k3.npy"), "-v", v], "heads")
     # errors on a file's contents name it with its flag, as attn sdpa does ("-q short.npy has ...")
     c.bad("error_too_short_for_ranks", 3, ["-q", c.path("short.npy"), "-k", k, "-v", v],
@@ -527,6 +536,27 @@ def main():
                  and want in lines[0] and not r.stdout else "rc %d, stdout %r, stderr %r"
                  % (r.returncode, r.stdout[-200:], r.stderr[-300:]))
 
+    # attn-mpi bench's header: counts of 1 in the singular ("on 1 ranks",
+    # "1 threads each" were printed), and with more ranks than the node has
+    # cores (--oversubscribe, where Open MPI binds no rank) the single-rank
+    # run takes the node's cores, not ranks × 1 thread, and no note says a
+    # rank is bound to fewer than that ("bound to 2 of the node's 3 cores").
+    cores = os.sysconf("SC_NPROCESSORS_ONLN")
+    r = subprocess.run(c.mpirun + ["-np", "1", c.mpi, "bench", "--quick"], capture_output=True, text=True, timeout=300)
+    head = " ".join(r.stdout.split())
+    one = "ring attention on 1 rank (1 per node, %d thread%s each)" % (cores, "" if cores == 1 else "s")
+    c.report("bench_header_one_rank_singular", "" if r.returncode == 0 and one in head
+             else "rc %d, stdout %r, stderr %r" % (r.returncode, r.stdout[:400], r.stderr[-300:]))
+    if cores <= 3:  # a few ranks more than the cores: cheap only on a small node
+        n = cores + 1
+        r = subprocess.run(c.mpirun + ["-np", str(n), c.mpi, "bench", "--quick"], capture_output=True, text=True, timeout=300)
+        head = " ".join(r.stdout.split())
+        ok = r.returncode == 0 and "ring attention on %d ranks (%d per node, 1 thread each)" % (n, n) in head \
+            and "on rank 0 with %d thread%s;" % (cores, "" if cores == 1 else "s") in head and "bound to" not in head
+        c.report("bench_more_ranks_than_cores_single_takes_the_cores", "" if ok else "rc %d, stdout %r, stderr %r"
+                 % (r.returncode, r.stdout[:500], r.stderr[-300:]))
+    else:
+        print("skip bench_more_ranks_than_cores_single_takes_the_cores: %d cores (the test runs cores + 1 ranks)" % cores)
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("rank ")]

@@ -185,6 +185,16 @@ static int read_inputs(const mpi_args *a, attn_tensor t[N_INPUTS], int64_t *L, c
         if (!code && i == 0 && f.info.dtype != ATTN_F32 && f.info.dtype != ATTN_F64) /* as attn sdpa says it */
             code = snprintf(msg, n, "%s has dtype %s; q must be float32 or float64", name,
                             cli_dtype_name(f.info.dtype)) > 0;
+        /* k, v and the mask beside q as attn sdpa says it, before any row is
+         * read (the ring's words named no file: "k is f64 but q is f32") */
+        attn_dtype dt = f.info.dtype, qdt = t[0].dtype;
+        if (!code && i > 0 && i < 3 && dt == ATTN_BOOL)
+            code = snprintf(msg, n, "%s has dtype bool; q must be float32 or float64, and k and v float32, float64 or "
+                             "float16", name) > 0;
+        else if (!code && i > 0 && i < 4 && dt != qdt && !(i == 3 && dt == ATTN_BOOL) &&
+                 !(i < 3 && dt == ATTN_F16 && qdt == ATTN_F32))
+            code = snprintf(msg, n, "mixed dtypes: %s is %s but -q %s is %s; give every input one float dtype", name,
+                            cli_dtype_name(dt), paths[0], cli_dtype_name(qdt)) > 0;
         if (!code) { /* a dimension of 0 is the library's to take or refuse, as attn sdpa's */
             int64_t len = r >= 2 ? f.info.shape[r - 2] : 1;
             if (i == 0) *L = len;

@@ -21,6 +21,7 @@
 
 #include <sched.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,8 +73,10 @@ static void quiet_barrier(int rank) {
     while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) nanosleep(&nap, NULL);
 }
 
-/* Threads for each rank: the node's cores shared among its ranks. */
-static int threads_per_rank(int *node_ranks) {
+/* Threads for each rank: the node's cores shared among its ranks (one
+ * each when there are more ranks than cores, as under --oversubscribe);
+ * *cores: the node's, every one of which the single-rank run takes. */
+static int threads_per_rank(int *node_ranks, int *cores) {
     MPI_Comm node;
     deadline_enter(MPI_COMM_WORLD, "bench-split", "finding the ranks on this node (MPI_Comm_split_type)");
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -81,7 +84,8 @@ static int threads_per_rank(int *node_ranks) {
     MPI_Comm_size(node, node_ranks);
     MPI_Comm_free(&node);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int t = (int)(cpus / *node_ranks);
+    *cores = cpus < 1 ? 1 : cpus > INT_MAX ? INT_MAX : (int)cpus;
+    int t = *cores / *node_ranks;
     return t < 1 ? 1 : t;
 }
 
@@ -117,7 +121,7 @@ enum { COLS = 9, CELL = 24 };
  * table (COLS cells; a failed run's error follows the table). */
 static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int reps, int rank, int size,
                    char row[COLS][CELL], char *failure, size_t failure_size) {
-    int node_ranks, per_rank = threads_per_rank(&node_ranks);
+    int node_ranks, cores, per_rank = threads_per_rank(&node_ranks, &cores);
     int64_t H = 8, E = 64, shape[3] = {H, L, E};
     attn_mpi_shard sh;
     attn_error err;
@@ -143,7 +147,7 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
         attn_tensor a, b, c, d;
         attn_tensor_init(&a, Q, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&b, K, ATTN_F32, 3, shape, NULL, NULL);
         attn_tensor_init(&c, V, ATTN_F32, 3, shape, NULL, NULL), attn_tensor_init(&d, O, ATTN_F32, 3, shape, NULL, NULL);
-        ctx.num_threads = per_rank * node_ranks;
+        ctx.num_threads = cores;
         for (int r = 0; r < reps && Q && K && V && O; r++) {
             double t0 = MPI_Wtime();
             bad |= attn_sdpa(&d, NULL, NULL, &a, &b, &c, &so, &err) != ATTN_OK;
@@ -237,18 +241,19 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
         return cli_error(EXIT_USAGE, "--seq %ld needs %.1f GiB for its tensors (8 heads of 64, f32: q, k, v and out on one "
                          "rank and in the ranks' shards), over half of %s %.1f GiB: give a shorter length", b.seq,
                          need / 1073741824.0, size > 1 ? "the smallest node's" : "this node's", least / 1073741824.0);
-    int node_ranks, per_rank = threads_per_rank(&node_ranks);
+    int node_ranks, cores, per_rank = threads_per_rank(&node_ranks, &cores);
     cpu_set_t mask;
-    int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < per_rank * node_ranks;
+    int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < cores;
     if (rank == 0 && bound)
         cli_prose(stdout, 0, 6, "note: this rank is bound to %d of the node's %d cores (Open MPI binds ranks for small "
                   "-np): run mpirun --bind-to none, or the single-node run is measured on those cores only",
-               CPU_COUNT(&mask), per_rank * node_ranks);
+               CPU_COUNT(&mask), cores);
     if (rank == 0) {
-        cli_prose(stdout, 0, 2, "ring attention on %d ranks (%d per node, %d threads each), %s layout; f32, 8 heads of 64", size,
-               node_ranks, per_rank, layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
-        cli_prose(stdout, 0, 2, "single: attn_sdpa on rank 0 with %d threads; ring: attn_mpi_sdpa; GFLOP/s of the whole problem",
-               per_rank * node_ranks);
+        cli_prose(stdout, 0, 2, "ring attention on %d rank%s (%d per node, %d thread%s each), %s layout; f32, 8 heads of 64",
+                  size, cli_plural(size), node_ranks, per_rank, cli_plural(per_rank),
+                  layout == ATTN_MPI_ZIGZAG ? "zigzag" : "contiguous");
+        cli_prose(stdout, 0, 2, "single: attn_sdpa on rank 0 with %d thread%s; ring: attn_mpi_sdpa; GFLOP/s of the whole "
+                  "problem", cores, cli_plural(cores));
         cli_prose(stdout, 0, 2, "waiting: for messages, the slowest rank's share of the ring's time; msgs: the same "
                   "messages alone (ms)");
         cli_prose(stdout, 0, 2, "hidden: 1 - exposed / msgs, exposed = waiting not explained by a slower neighbour's "

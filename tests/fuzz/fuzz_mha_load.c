@@ -7,7 +7,11 @@
  * so that self-attention and cross-attention are both reached. A weights'
  * part that starts with "dir\n" is a directory of NAME.npy files instead
  * (the checkpoint as .npy files), its entries separated by the same marker,
- * each the file's name up to a newline, then its bytes. Beyond "no
+ * each the file's name up to a newline, then its bytes. A byte after a
+ * fifth mark, past a weights file, chooses the quantized cache's own
+ * options: the fp8 keys' and values' scales (--kv-scale), e5m2 for e4m3,
+ * q4c for q4_1 and q2c for q8 (keys per channel), KIVI's residual window
+ * (--kv-residual) and --hadamard. Beyond "no
  * crash, no leak, no undefined behaviour", the exit code is one the command
  * documents (0, EXIT_DATA or EXIT_USAGE). */
 #include "../../cli/cli.h"
@@ -70,7 +74,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     static const char *const KV[4] = {NULL, "q8", "q4_1", "e4m3"};
     unsigned flags = data[0];
     char paths[4][32], heads[2] = {(char)('1' + (flags & 3)), 0};
-    char *argv[20];
+    char *argv[32];
     int argc = 0, made = 0;
     argv[argc++] = "attn";
     argv[argc++] = "mha";
@@ -101,7 +105,20 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         if (flags & 4) argv[argc++] = "--causal";
         if (flags & 8) argv[argc++] = "-w", argv[argc++] = "/nonexistent/attn_fuzz_w.npy";
         if (flags & 16) argv[argc++] = "--incremental";
-        if (KV[flags >> 5 & 3]) argv[argc++] = "--kv", argv[argc++] = (char *)KV[flags >> 5 & 3];
+        /* the byte after a fifth mark (not after a directory, which takes
+         * the rest): --kv-scale (bits 0-1: none, one scale for both, two,
+         * one so large that every value rounds to 0), e5m2 for e4m3 and q4c
+         * for q4_1 (bit 2), q2c for q8 (bit 3), --kv-residual (bits 4-5:
+         * none, 32, 64, 33, which is refused), --hadamard (bit 6) */
+        static const char *const KV_SCALE[4] = {NULL, "16", "8,32", "1e30"}, *const RESIDUAL[4] = {NULL, "32", "64", "33"};
+        unsigned extra = !dir[0] && p < end ? *p : 0;
+        const char *kv = KV[flags >> 5 & 3];
+        if (kv && extra & 4) kv = !strcmp(kv, "e4m3") ? "e5m2" : !strcmp(kv, "q4_1") ? "q4c" : kv;
+        if (kv && extra & 8 && !strcmp(kv, "q8")) kv = "q2c";
+        if (kv) argv[argc++] = "--kv", argv[argc++] = (char *)kv;
+        if (KV_SCALE[extra & 3]) argv[argc++] = "--kv-scale", argv[argc++] = (char *)KV_SCALE[extra & 3];
+        if (RESIDUAL[extra >> 4 & 3]) argv[argc++] = "--kv-residual", argv[argc++] = (char *)RESIDUAL[extra >> 4 & 3];
+        if (extra & 64) argv[argc++] = "--hadamard";
         argv[argc] = NULL;
         int code = cli_main(argc, argv);
         if (code != 0 && code != EXIT_DATA && code != EXIT_USAGE) abort(); /* an exit code the command documents */

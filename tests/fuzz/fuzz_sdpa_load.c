@@ -4,7 +4,11 @@
  * read and checked against one another, attention run, nothing written or
  * printed). The input's first byte chooses the options; then come the
  * files, separated by the 4-byte marker "|~|\n". A missing mask, offsets or
- * sinks file leaves its flag out (q, k and v are always given). Beyond "no
+ * sinks file leaves its flag out (q, k and v are always given). A byte
+ * after an eighth mark, past the sinks file, chooses the quantized
+ * stores' own options: the fp8 keys' and values' per-head scales
+ * (--kv-scale, as vLLM's k_scale and v_scale), e5m2 for e4m3 and q2c for
+ * q4c, KIVI's residual window (--kv-residual) and --hadamard. Beyond "no
  * crash, no leak, no undefined behaviour", the exit code is one the command
  * documents (0, EXIT_DATA or EXIT_USAGE). */
 #include "../../cli/cli.h"
@@ -48,10 +52,23 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         }
         p = stop + 4;
     }
+    /* the byte after the eighth mark: --kv-scale (bits 0-1: none, one scale
+     * for both, two, one so large that every value rounds to 0), e5m2 for
+     * e4m3 and q2c for q4c (bit 2), --kv-residual (bits 3-4: none, 32, 64,
+     * 33, which is refused), --hadamard (bit 5) */
+    static const char *const KV_SCALE[4] = {NULL, "16", "8,32", "1e30"}, *const RESIDUAL[4] = {NULL, "32", "64", "33"};
+    unsigned extra = p < end ? *p : 0;
     if ((made & 7) == 7) {
         const char *const *options[3] = {MASK[flags & 3], KV[flags >> 2 & 7], SCORE[flags >> 5 & 3]};
         for (int o = 0; o < 3; o++)
-            for (int j = 0; j < 2 && options[o][j]; j++) argv[argc++] = (char *)options[o][j];
+            for (int j = 0; j < 2 && options[o][j]; j++) {
+                const char *arg = options[o][j];
+                if (extra & 4 && o == 1 && j == 1) arg = !strcmp(arg, "e4m3") ? "e5m2" : !strcmp(arg, "q4c") ? "q2c" : arg;
+                argv[argc++] = (char *)arg;
+            }
+        if (KV_SCALE[extra & 3]) argv[argc++] = "--kv-scale", argv[argc++] = (char *)KV_SCALE[extra & 3];
+        if (RESIDUAL[extra >> 3 & 3]) argv[argc++] = "--kv-residual", argv[argc++] = (char *)RESIDUAL[extra >> 3 & 3];
+        if (extra & 32) argv[argc++] = "--hadamard";
         if (flags & 128) argv[argc++] = "--scale", argv[argc++] = "0.5";
         if ((flags >> 5 & 3) == 3) argv[argc++] = "--seed", argv[argc++] = "1";
         argv[argc] = NULL;

@@ -239,6 +239,19 @@ def sdpa_load_seeds(mark):
                                                        np.array([0, 5]), np.array([0, 3, 7])))
     write("sdpa_load", "mixed_dtypes", files(0, q, f32[1], v))
     write("sdpa_load", "shapes_disagree", files(0, q, g((2, 5, 3)), v))
+    # a byte after the eighth mark (past the sinks file): bits 0-1 --kv-scale none, 16, 8,32, 1e30; bit 2 e5m2
+    # for e4m3 and q2c for q4c; bits 3-4 --kv-residual none, 32, 64, 33; bit 5 --hadamard
+    def stores(flags, extra, *parts):
+        return files(flags, *parts, *[None] * (7 - len(parts))) + mark + bytes([extra])
+    h = np.random.default_rng(4).standard_normal  # its own numbers: the seeds above stay as they were
+    big = [(h(s) * 500).astype(np.float32) for s in ((2, 3, 32), (2, 5, 32), (2, 5, 32))]  # past e4m3's 448
+    write("sdpa_load", "f32_kv_e4m3_per_head_scales", stores(4 << 2, 2, *big))
+    write("sdpa_load", "f32_kv_e5m2_one_scale_hadamard_bottom_right", stores(2 | 4 << 2, 1 | 4 | 32, *big))
+    write("sdpa_load", "f32_kv_e4m3_scale_rounds_all_to_0", stores(4 << 2, 3, *f32))
+    grouped = [h(s).astype(np.float32) for s in ((2, 1, 64), (2, 70, 64), (2, 70, 32))]
+    write("sdpa_load", "f32_kv_q2c_residual_32", stores(2 | 5 << 2, 4 | 1 << 3, *grouped))
+    write("sdpa_load", "f32_kv_q4c_residual_64", stores(2 | 5 << 2, 2 << 3, *grouped))
+    write("sdpa_load", "f32_kv_q4c_residual_refused", stores(2 | 5 << 2, 3 << 3, *grouped))
 
 
 
@@ -421,6 +434,17 @@ def mha_seeds(mark, first_data):
     wide = {"in_proj_weight": f((3 * 64, 64)).astype(np.float32), "out_proj.weight": f((64, 64)).astype(np.float32)}
     write("mha_load", "packed_incremental_kv_q4_1", files(1 | 16 | 2 << 5, f((2, 3, 64)).astype(np.float32),
                                                           weights=wide))
+    # A byte after a fifth mark (past the weights file): bits 0-1 --kv-scale none, 16, 8,32, 1e30; bit 2 e5m2
+    # for e4m3 and q4c for q4_1; bit 3 q2c for q8; bits 4-5 --kv-residual none, 32, 64, 33; bit 6 --hadamard
+    h = np.random.default_rng(5).standard_normal  # its own draws: the seeds after these stay as they were
+    write("mha_load", "llama_incremental_kv_e4m3_per_head_scales", files(1 | 4 | 16 | 3 << 5, (h((3, E)) * 500)
+                                                                         .astype(np.float32), weights=llama) + mark + b"\x02")
+    write("mha_load", "llama_incremental_kv_e5m2_scale_rounds_all_to_0_hadamard",
+          files(1 | 16 | 3 << 5, h((3, E)).astype(np.float32), weights=llama) + mark + bytes([3 | 4 | 64]))
+    write("mha_load", "packed_incremental_kv_q4c_residual_32", files(1 | 4 | 16 | 2 << 5, h((2, 40, 64)).astype(np.float32),
+                                                                     weights=wide) + mark + bytes([4 | 1 << 4]))
+    write("mha_load", "packed_incremental_kv_q2c_residual_refused", files(1 | 16 | 1 << 5, h((2, 40, 64)).astype(np.float32),
+                                                                          weights=wide) + mark + bytes([8 | 3 << 4]))
 
     # safetensors files of attn mha's weights: two tensors and __metadata__,
     # f16 with an empty tensor, bf16, two tensors over the same bytes, a
