@@ -60,6 +60,15 @@ attn_status attn_check_dims(int rank, const int64_t *shape, const char *name, at
  * negative dimension is attn_check_dims's ATTN_ERR_SHAPE). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
+/* Offsets of the rows of `batch` sequences in a packed tensor of `total`
+ * rows (tensor.c): cu[0 .. batch], starting at 0, never decreasing, ending
+ * at `total`; `name` in the messages. One check for every caller that
+ * takes them (a ragged batch's cu_seqlens_q and _k, a pool's appends, the
+ * layer's paged batch). ATTN_ERR_ARGUMENT (batch < 0, or an offset out of
+ * rule), ATTN_ERR_NULL. */
+attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
+                                  attn_error *err);
+
 /* An output is written element by element: a dimension of size > 1 with
  * stride 0 would write several results into one element, the last one
  * winning (ATTN_ERR_STRIDE, "<name> has stride 0 in dimension d of size
