@@ -107,8 +107,9 @@ typedef struct attn_ukernels {
                         int64_t n, int64_t Ev, bool f16);
     /* The same with quantized rows (format ATTN_Q8, ATTN_Q4 or ATTN_Q4_1;
      * ld in bytes), widened in registers: bitwise dot_rows / axpy_rows on
-     * the rows widen_quant widens. NULL for the portable kernels: decode
-     * widens a group of rows with widen_quant. */
+     * the rows widen_quant widens (another format: nothing read, and
+     * dot_rows_q returns -1). NULL for the portable kernels: decode widens
+     * a group of rows with widen_quant. */
     float (*dot_rows_q)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                         int64_t E, attn_dtype format);
     void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
@@ -121,8 +122,9 @@ typedef struct attn_ukernels {
      * on the rows widened by widen_quant, with q (p) as they were.
      * dot_rows_fp8 returns max |k| in the keys' own units, or -1 if a key is
      * NaN or infinite (an e4m3 NaN code included); axpy_rows_fp8 reads NaN
-     * codes as NaN. NULL for the portable kernels: decode widens a group of
-     * rows with widen_quant. */
+     * codes as NaN (another format: nothing read, and dot_rows_fp8 returns
+     * -1). NULL for the portable kernels: decode widens a group of rows
+     * with widen_quant. */
     float (*dot_rows_fp8)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                           int64_t E, attn_dtype format);
     void (*axpy_rows_fp8)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
