@@ -267,6 +267,11 @@ const attn_ukernels *attn_ukernels_active(void);
 
 /* The kernels of one ISA by name, or NULL when this CPU (or build) lacks it. */
 const attn_ukernels *attn_ukernels_by_name(const char *name);
+/* The i-th f32 kernel set of this build (F32_SETS in dispatch.c), best
+ * first, whether or not this CPU runs it; NULL past the last. The tests
+ * take the sets they force through ATTN_ISA from here (test_fast --sets),
+ * so that a set registered there is tested without another list. */
+const attn_ukernels *attn_ukernels_registered(int i);
 
 extern const attn_ukernels attn_ukernels_c;
 #if defined(ATTN_HAVE_X86_KERNELS)
