@@ -114,6 +114,12 @@ typedef struct cli_score {
     bool alibi;
 } cli_score;
 bool cli_score_option(int argc, char **argv, int *i, cli_score *s, int *code);
+/* The score flags into the library's options, the one place they are
+ * copied: the soft-cap and the window into *so, the causal mode into
+ * *causal, which is &so->causal for attention and attn_mha_options'
+ * causal for a layer (which refuses one in its attention's options).
+ * --alibi is left to the caller, whose slopes need q's heads (cli_alibi). */
+void cli_score_set(const cli_score *s, attn_sdpa_options *so, attn_causal *causal);
 /* The paper's ALiBi slopes for heads heads in slopes, viewed as the f64
  * tensor t (of none for heads 0); false (nothing set) for more than
  * CLI_ALIBI_MAX heads. */

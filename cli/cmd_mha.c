@@ -521,10 +521,10 @@ static int run(const mha_args *a) {
         double *slopes = a->score.alibi ? malloc(CLI_ALIBI_MAX * sizeof *slopes) : NULL;
         cli_output *outs = calloc(2, sizeof *outs);
         attn_tensor slope_t;
-        so.softcap = a->score.softcap, so.window = a->score.window;
+        cli_score_set(&a->score, &so, &o.causal); /* a layer takes its causal mode in its own options */
         if (slopes && cli_alibi(&slope_t, slopes, a->heads)) /* more heads: attn_mha reports the missing slopes' shape */
             so.alibi_slopes = &slope_t;
-        o.batch_first = 1, o.causal = a->score.causal, o.attention = &so;
+        o.batch_first = 1, o.attention = &so;
         if (a->has_rope) r = a->rope, o.rope = &r;
         attn_tensor_init(&out, NULL, x.dtype, x.rank, x.shape, NULL, NULL);
         out.data = malloc((size_t)attn_tensor_numel(&out) * attn_dtype_size(x.dtype) + 1);

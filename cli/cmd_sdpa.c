@@ -267,12 +267,12 @@ static const cli_setting SDPA_SETTINGS[] = {
     {NULL, NULL, false, 0},
 };
 
-/* Parse the arguments into inputs, outputs and options. */
+/* Parse the arguments into inputs, outputs and options; the score flags
+ * also into *score (zeroed by the caller), whose alibi the run reads. */
 static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_sdpa_options *opts, attn_dtype *kv_store,
-                      bool *alibi, attn_rope_options *rope, bool *has_rope) {
+                      cli_score *score, attn_rope_options *rope, bool *has_rope) {
     int code = 0;
     bool dropout = false, seed = false; /* --seed without --dropout would seed nothing: refused below */
-    cli_score score = {0};
     if (cli_help_asked(argc, argv, SDPA_SETTINGS)) {
         cli_print_usage(stdout, SDPA_USAGE);
         return -1;
@@ -307,7 +307,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
             seed = true;
             if (val && !cli_parse_seed(val, &opts->dropout_seed))
                 code = cli_bad_value("--seed", val, "is not a non-negative whole number");
-        } else if (cli_score_option(argc, argv, &i, &score, &code)) {
+        } else if (cli_score_option(argc, argv, &i, score, &code)) {
         } else if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
             if (val && !cli_parse_double(val, &opts->scale))
                 code = cli_bad_value("--scale", val, "is not a finite number");
@@ -343,7 +343,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         }
     }
     if (code) return code;
-    opts->causal = score.causal, opts->softcap = score.softcap, opts->window = score.window, *alibi = score.alibi;
+    cli_score_set(score, opts, &opts->causal);
     for (int i = 0; i < 3; i++)
         if (!in[i].path)
             return cli_error(EXIT_USAGE, "missing %s %s (see attn sdpa --help)", in[i].flag,
@@ -359,7 +359,7 @@ static int parse_args(int argc, char **argv, input *in, cli_output *outs, attn_s
         return cli_error(EXIT_USAGE, "gradients need --grad-out FILE (dLoss/dout)");
     if (outs[OUT_DMASK].path && !in[3].path)
         return cli_error(EXIT_USAGE, "--dmask needs a float mask (-m FILE)");
-    if (*alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
+    if (score->alibi && in[5].path) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
     if (outs[OUT_DSINKS].path && !in[6].path) return cli_error(EXIT_USAGE, "--dsinks needs --sinks FILE");
     if (seed && !dropout) return cli_error(EXIT_USAGE, "--seed seeds the dropout mask: give --dropout P too");
     if (outs[OUT_KEEP].path && !dropout)
@@ -662,12 +662,13 @@ int cmd_sdpa(int argc, char **argv) {
     kv_residual = -1;
     attn_sdpa_options opts = attn_sdpa_options_default();
     attn_dtype kv_store = (attn_dtype)0; /* 0: as given */
-    bool alibi = false, has_rope = false;
+    cli_score score = {0};
+    bool has_rope = false;
     attn_rope_options rope = attn_rope_options_default();
-    int code = parse_args(argc, argv, in, outs, &opts, &kv_store, &alibi, &rope, &has_rope);
+    int code = parse_args(argc, argv, in, outs, &opts, &kv_store, &score, &rope, &has_rope);
     if (!code && cli_stop != CLI_STOP_AFTER_PARSE) {
         if (has_rope) opts.rope = &rope;
-        code = run(in, outs, &opts, kv_store, alibi);
+        code = run(in, outs, &opts, kv_store, score.alibi);
     }
     for (int i = 0; i < N_INPUTS; i++) attn_npy_free(&in[i].t); /* frees any malloc'd data */
     free(outs);

@@ -735,6 +735,11 @@ bool cli_score_option(int argc, char **argv, int *i, cli_score *s, int *code) {
     return true;
 }
 
+void cli_score_set(const cli_score *s, attn_sdpa_options *so, attn_causal *causal) {
+    *causal = s->causal;
+    so->softcap = s->softcap, so->window = s->window;
+}
+
 bool cli_alibi(attn_tensor *t, double slopes[CLI_ALIBI_MAX], int64_t heads) {
     if (heads > CLI_ALIBI_MAX) return false;
     if (heads > 0) attn_alibi_slopes(slopes, heads, NULL); /* q with no heads: no slopes, and no rows to use them */

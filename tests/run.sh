@@ -39,6 +39,15 @@ clang_build() {
     make -s --no-print-directory BUILD="$BUILD/clang" CC=clang all $examples && echo "ok clang_build_werror"
 }
 
+# The f32 kernel sets this build registers (F32_SETS in
+# src/kernels/dispatch.c), best first: the loops below force each through
+# ATTN_ISA, and on a CPU without one its suite says skip. A set registered
+# there is forced here too, with no list to edit in this file.
+isas=$("$BUILD/tests/test_fast" --sets)
+sets_listed() {
+    if [ -n "$isas" ]; then echo "ok kernel_sets_listed"; else echo "FAIL kernel_sets_listed: $BUILD/tests/test_fast --sets listed none"; fi
+}
+suite "the kernel sets each forced below: ${isas:-none}" sets_listed
 suite "unit tests (C API)" "$BUILD/tests/test_api"
 # The sanitizer build also runs the allocation-failure test, so allocations
 # that cannot be satisfied must return NULL rather than abort.
@@ -74,7 +83,7 @@ suite "attn sdpa vs PyTorch float64" $PY tests/oracle.py "$BUILD"
 suite "backward pass: finite differences, errors, workspace" "$BUILD/tests/test_backward"
 suite "backward pass under ASan+UBSan" "$BUILD/asan/test_backward"
 suite "attn sdpa --grad-out vs PyTorch autograd float64" $PY tests/oracle_backward.py "$BUILD"
-for isa in avx512 avx2 c; do
+for isa in $isas; do
     suite "backward pass vs PyTorch, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle_backward.py "$BUILD"
 done
 for isa in "" avx512 c; do
@@ -104,13 +113,13 @@ suite "attn mha under ASan+UBSan" $PY tests/test_mha_cli.py "$BUILD/asan"
 suite "backward pass under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_backward"
 # The f32 kernels again with each instruction set forced; on a CPU without
 # it the suite says skip (ATTN_VERBOSE shows which ISA really ran).
-for isa in avx512 avx2 c; do
+for isa in $isas; do
     suite "attn sdpa (f32 kernels) vs PyTorch float64, ATTN_ISA=$isa" env ATTN_ISA=$isa $PY tests/oracle.py "$BUILD" --f32-only
 done
-for isa in avx512 avx2 c; do
+for isa in $isas; do
     suite "fast f32 path: exp, threads, f64 agreement, ATTN_ISA=$isa" env ATTN_ISA=$isa "$BUILD/tests/test_fast"
 done
-for isa in avx512 avx2 c; do
+for isa in $isas; do
     suite "quantized keys and values (q8, q4, e4m3, e5m2) read in place: bitwise the f32 kernels on the widened values, or within the integer dot product kernel's bound, ATTN_ISA=$isa" \
         env ATTN_ISA=$isa "$BUILD/tests/test_quant_kv"
 done
@@ -140,7 +149,7 @@ fi
 suite "fast f32 path under ThreadSanitizer (3 threads)" env ATTN_NUM_THREADS=3 "$BUILD/tsan/test_fast"
 # Subnormal numbers cost Intel cores a microcode assist each, which no
 # output or timing on this machine shows: MXCSR's sticky flags do.
-for isa in avx512 avx2 c; do
+for isa in $isas; do
     suite "no subnormal intermediates: MXCSR's DE and UE stay clear in every kernel, ATTN_ISA=$isa" \
         env ATTN_ISA=$isa "$BUILD/tests/test_subnormal"
 done

@@ -2584,13 +2584,22 @@ static void test_bf16_choice(void) {
 
 /* Which kernel sets this binary ran natively, on a line run.sh shows. */
 static void say_native_sets(void) {
-    static const char *const SETS[] = {"avx512", "avx2", "c"};
     printf("# kernel sets run natively:");
-    for (int i = 0; i < 3; i++) printf(" %s%s", SETS[i], attn_ukernels_by_name(SETS[i]) ? "" : " (not on this CPU)");
+    for (int i = 0; attn_ukernels_registered(i); i++) {
+        const char *name = attn_ukernels_registered(i)->name;
+        printf(" %s%s", name, attn_ukernels_by_name(name) ? "" : " (not on this CPU)");
+    }
     printf("; the avx512 and avx512_bf16 sets also through SIMDe in test_fast_simde\n");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* --sets: the kernel sets this build registers, on one line, best
+     * first; run.sh forces each through ATTN_ISA */
+    if (argc == 2 && strcmp(argv[1], "--sets") == 0) {
+        for (int i = 0; attn_ukernels_registered(i); i++) printf("%s%s", i ? " " : "", attn_ukernels_registered(i)->name);
+        printf("\n");
+        return 0;
+    }
     rng = test_seed(TEST_RNG_SEED); /* seed.h: other inputs under ATTN_TEST_SEED */
 #if defined(ATTN_TEST_SIMDE)
     /* The kernel tests on the SIMDe builds of the AVX-512 kernel files: on

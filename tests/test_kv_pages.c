@@ -2167,9 +2167,22 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
 
     /* Offsets. */
     int64_t c_first[3] = {1, 1, P + 1}, c_down[3] = {0, P + 1, 1}, c_short[3] = {0, 1, P};
-    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, c_first, &err), ATTN_ERR_ARGUMENT, "offsets_not_from_0");
-    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, c_down, &err), ATTN_ERR_ARGUMENT, "offsets_decreasing");
-    EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, c_short, &err), ATTN_ERR_ARGUMENT, "offsets_short_of_total");
+    /* Said as a ragged batch's offsets are (attn_check_cu_seqlens, one check for both). */
+    char says[3][128];
+    snprintf(says[0], sizeof says[0], "cu_seqlens[0] is 1; it must be 0");
+    snprintf(says[1], sizeof says[1], "cu_seqlens decreases at 2: %lld then 1 (offsets must not decrease)",
+             (long long)P + 1);
+    snprintf(says[2], sizeof says[2], "cu_seqlens[2] is %lld but the tensor has %lld rows; it must end there",
+             (long long)P, (long long)P + 1);
+    const int64_t *bad_cu[3] = {c_first, c_down, c_short};
+    static const char *const BAD_CU_NAMES[3] = {"offsets_not_from_0", "offsets_decreasing", "offsets_short_of_total"};
+    for (int i = 0; i < 3; i++) {
+        st = attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, bad_cu[i], &err);
+        snprintf(name, sizeof name, "refused_%s_says_so_%s", BAD_CU_NAMES[i], tag);
+        check(strcmp(err.message, says[i]) == 0, name, "said '%s', not '%s'", err.message, says[i]);
+        snprintf(name, sizeof name, "refused_%s_%s", BAD_CU_NAMES[i], tag);
+        expect_untouched(st, &err, ATTN_ERR_ARGUMENT, name);
+    }
     EXPECT(attn_kv_pages_append(m->pool, two, -1, &p.k, &p.v, cu2, &err), ATTN_ERR_ARGUMENT, "append_negative_n");
     EXPECT(attn_kv_pages_append(m->pool, two, 2, &p.k, &p.v, NULL, &err), ATTN_ERR_NULL, "append_null_offsets");
     EXPECT(attn_kv_pages_append(m->pool, NULL, 2, &p.k, &p.v, cu2, &err), ATTN_ERR_NULL, "append_null_seqs");

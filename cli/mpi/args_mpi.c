@@ -61,7 +61,6 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
     memset(a, 0, sizeof *a);
     a->so = attn_sdpa_options_default(), a->layout = ATTN_MPI_ARGS_ZIGZAG, a->timeout_s = 60;
     a->rope = attn_rope_options_default();
-    cli_score score = {0};
     int code = 0;
     if (cli_help_asked(argc, argv, MPI_SETTINGS)) { /* anywhere, before anything else is read, as attn's commands */
         if (speak) cli_print_usage(stdout, MPI_USAGE);
@@ -74,7 +73,7 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
             cli_option(argc, argv, &i, "-v", "--value", &a->v, &code) || cli_option(argc, argv, &i, "-m", "--mask", &a->m, &code) ||
             cli_option(argc, argv, &i, "-o", "--out", &a->out, &code) || cli_option(argc, argv, &i, NULL, "--lse", &a->lse, &code) ||
             cli_option(argc, argv, &i, NULL, "--alibi-slopes", &a->slopes, &code) ||
-            cli_option(argc, argv, &i, NULL, "--sinks", &a->sinks, &code) || cli_score_option(argc, argv, &i, &score, &code) ||
+            cli_option(argc, argv, &i, NULL, "--sinks", &a->sinks, &code) || cli_score_option(argc, argv, &i, &a->score, &code) ||
             cli_rope_option(argc, argv, &i, &a->rope, &a->has_rope, &code))
             continue;
         if (cli_option(argc, argv, &i, NULL, "--scale", &val, &code)) {
@@ -95,12 +94,12 @@ int mpi_args_parse(int argc, char **argv, mpi_args *a, bool speak) {
         }
     }
     if (code) return code;
-    a->so.causal = score.causal, a->so.softcap = score.softcap, a->so.window = score.window, a->alibi = score.alibi;
+    cli_score_set(&a->score, &a->so, &a->so.causal);
     if (!a->q || !a->k || !a->v) return cli_error(EXIT_USAGE, "missing -q Q.npy, -k K.npy or -v V.npy (see attn-mpi sdpa --help)");
     if (!a->out) return cli_error(EXIT_USAGE, "missing -o OUT.npy: the ranks write the output into one file");
     /* However spelled (./o.npy, a link to it): one temporary would take both, and the run fail at its rename. */
     if (a->lse && cli_same_file(a->out, a->lse)) return cli_error(EXIT_USAGE, "-o and --lse name the same file %s", a->out);
-    if (a->alibi && a->slopes) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
+    if (a->score.alibi && a->slopes) return cli_error(EXIT_USAGE, "give --alibi or --alibi-slopes FILE, not both");
     if (a->so.window && a->so.causal == ATTN_CAUSAL_NONE)
         return cli_error(EXIT_USAGE, "--window needs --causal (top-left or bottom-right)");
     return cli_rope_check(&a->rope, a->has_rope);

@@ -14,7 +14,8 @@ typedef struct mpi_args {
     const char *q, *k, *v, *m, *out, *lse;
     const char *slopes, *sinks; /* --alibi-slopes, --sinks */
     attn_sdpa_options so;   /* causal, scale, softcap, window (the tensors are attn_mpi.c's) */
-    bool alibi;             /* --alibi: the paper's slopes for q's heads */
+    cli_score score;        /* the score flags as given (set into so by cli_score_set);
+                               alibi: --alibi, the paper's slopes for q's heads */
     attn_rope_options rope; /* --rope..., when has_rope */
     bool has_rope;
     int layout;             /* an attn_mpi_layout */

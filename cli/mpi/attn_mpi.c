@@ -87,7 +87,7 @@ static int same_options(const mpi_args *a, char *msg, size_t n) {
         {"--scale's value", ATTN_MPI_REAL, 0, 0, a->so.scale},
         {"--timeout", ATTN_MPI_REAL, 0, 0, a->timeout_s},
         {"--stats", ATTN_MPI_INTEGER, 0, a->stats, 0},
-        {"--alibi", ATTN_MPI_GIVEN, 0, a->alibi, 0},
+        {"--alibi", ATTN_MPI_GIVEN, 0, a->score.alibi, 0},
         {"--alibi-slopes", ATTN_MPI_GIVEN, 0, a->slopes != NULL, 0},
         {"--alibi-slopes' path", ATTN_MPI_DIGEST, 0, a->slopes ? attn_mpi_digest(a->slopes, strlen(a->slopes)) : 0, 0},
         {"--sinks", ATTN_MPI_GIVEN, 0, a->sinks != NULL, 0},
@@ -365,7 +365,7 @@ static int run(const mpi_args *a) {
     double slopes[CLI_ALIBI_MAX];
     attn_tensor slope_t;
     int64_t heads = in[0].rank >= 3 ? in[0].shape[in[0].rank - 3] : 1;
-    if (!code && a->alibi && !cli_alibi(&slope_t, slopes, heads)) {
+    if (!code && a->score.alibi && !cli_alibi(&slope_t, slopes, heads)) {
         snprintf(msg, sizeof msg, "--alibi: q has %lld heads; at most %d", (long long)heads, CLI_ALIBI_MAX);
         code = EXIT_DATA;
     }
@@ -376,7 +376,7 @@ static int run(const mpi_args *a) {
         attn_mpi_stats stats;
         attn_rope_options rope = a->rope;
         so.mask = a->m ? &in[3] : NULL;
-        so.alibi_slopes = a->alibi ? &slope_t : a->slopes ? &in[4] : NULL, so.sinks = a->sinks ? &in[5] : NULL;
+        so.alibi_slopes = a->score.alibi ? &slope_t : a->slopes ? &in[4] : NULL, so.sinks = a->sinks ? &in[5] : NULL;
         so.rope = a->has_rope ? &rope : NULL;
         mo.attention = &so, mo.stats = &stats;
         int rank;

@@ -157,7 +157,7 @@ def _cu(cu, n, name):
     """cu, the n + 1 offsets of n sequences' rows, as a list: the library
     reads n + 1 of them, so a shorter list was read past its end (its next
     int64s taken as offsets: an append of every row to the first sequence,
-    or "decreases at [2]") and a longer one's last offsets were dropped."""
+    or "decreases at 2") and a longer one's last offsets were dropped."""
     cu = _listed(cu, name, "offsets")  # an int said "not iterable", naming nothing
     if len(cu) != n + 1:
         raise ArgumentError("%s has %s for %s: it takes %d (0 first, the total last)"

@@ -60,6 +60,15 @@ attn_status attn_check_dims(int rank, const int64_t *shape, const char *name, at
  * negative dimension is attn_check_dims's ATTN_ERR_SHAPE). */
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err);
 
+/* Offsets of the rows of `batch` sequences in a packed tensor of `total`
+ * rows (tensor.c): cu[0 .. batch], starting at 0, never decreasing, ending
+ * at `total`; `name` in the messages. One check for every caller that
+ * takes them (a ragged batch's cu_seqlens_q and _k, a pool's appends, the
+ * layer's paged batch). ATTN_ERR_ARGUMENT (batch < 0, or an offset out of
+ * rule), ATTN_ERR_NULL. */
+attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
+                                  attn_error *err);
+
 /* An output is written element by element: a dimension of size > 1 with
  * stride 0 would write several results into one element, the last one
  * winning (ATTN_ERR_STRIDE, "<name> has stride 0 in dimension d of size
@@ -176,14 +185,16 @@ enum { ATTN_QBLOCK = 32, ATTN_Q8_BLOCK_BYTES = 34, ATTN_Q4_BLOCK_BYTES = 18, ATT
 /* d is one of ATTN_Q8, ATTN_Q4, ATTN_Q4_1 (blocked: attn_quant_block_bytes
  * > 0), ATTN_E4M3, ATTN_E5M2 (fp8: attn_dtype_fp8). */
 bool attn_dtype_quantized(attn_dtype d);
-/* d is an fp8 format, ATTN_E4M3 or ATTN_E5M2: a byte a value, no blocks. */
-bool attn_dtype_fp8(attn_dtype d);
+/* d is an fp8 format, ATTN_E4M3 or ATTN_E5M2: a byte a value, no blocks.
+ * Inline, as attn_dtype_half: the decode kernels ask it of a constant, and
+ * the compiler folds it there (x86/decode_rows.h). */
+static inline bool attn_dtype_fp8(attn_dtype d) { return d == ATTN_E4M3 || d == ATTN_E5M2; }
 /* d is a dtype rows of keys and values may be stored in (a cache, a pool's
  * pages): f64, f32, f16, bf16 or quantized. */
 bool attn_dtype_kv_rows(attn_dtype d);
 /* d is a 16-bit float, ATTN_F16 or ATTN_BF16: as q, computed through f32
  * copies (attn.h, "16-bit queries"). */
-bool attn_dtype_half(attn_dtype d);
+static inline bool attn_dtype_half(attn_dtype d) { return d == ATTN_F16 || d == ATTN_BF16; }
 /* The bytes of one block of ATTN_QBLOCK values of a blocked format (q8, q4,
  * q4_1: rows a multiple of 32 values), or 0 for the others. */
 int64_t attn_quant_block_bytes(attn_dtype d);

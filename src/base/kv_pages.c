@@ -470,20 +470,6 @@ static attn_status check_new(const attn_tensor *t, const char *name, const attn_
     return attn_check_extent(t, name, err);
 }
 
-/* Offsets of n sequences' rows in a packed tensor of `total` rows. */
-static attn_status check_offsets(const int64_t *cu, int64_t n, int64_t total, const char *name, attn_error *err) {
-    if (!cu) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
-    if (cu[0] != 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[0] is %lld; it must be 0", name, (long long)cu[0]);
-    for (int64_t i = 0; i < n; i++)
-        if (cu[i + 1] < cu[i])
-            return attn_fail(err, ATTN_ERR_ARGUMENT, "%s decreases: [%lld] is %lld, [%lld] is %lld", name,
-                             (long long)i, (long long)cu[i], (long long)i + 1, (long long)cu[i + 1]);
-    if (cu[n] != total)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld row%s", name, (long long)n,
-                         (long long)cu[n], (long long)total, attn_plural(total));
-    return ATTN_OK;
-}
-
 /* Whether a sequence growing from len to now positions writes into its page
  * e, one it held before the call: its partly filled last page, or (keys
  * quantized per channel) a page that a group leaving the residual window is
@@ -634,7 +620,7 @@ attn_status attn_kv_pages_append(attn_kv_pages *pool, const int64_t *seqs, int64
     if (v->shape[0] != k->shape[0])
         return attn_fail(err, ATTN_ERR_SHAPE, "k has %lld row%s but v has %lld", (long long)k->shape[0],
                          attn_plural(k->shape[0]), (long long)v->shape[0]);
-    if ((st = check_offsets(cu_seqlens, n, k->shape[0], "cu_seqlens", err))) return st;
+    if ((st = attn_check_cu_seqlens(cu_seqlens, n, k->shape[0], "cu_seqlens", err))) return st;
     /* The call writes the pool's pages and its bookkeeping: k and v may
      * share no byte with any of its memory. */
     attn_tensor whole;

@@ -17,11 +17,7 @@ int64_t attn_quant_block_bytes(attn_dtype d) {
     return d == ATTN_Q8 ? ATTN_Q8_BLOCK_BYTES : d == ATTN_Q4 ? ATTN_Q4_BLOCK_BYTES : d == ATTN_Q4_1 ? ATTN_Q4_1_BLOCK_BYTES : 0;
 }
 
-bool attn_dtype_fp8(attn_dtype d) { return d == ATTN_E4M3 || d == ATTN_E5M2; }
-
 bool attn_dtype_quantized(attn_dtype d) { return attn_quant_block_bytes(d) > 0 || attn_dtype_fp8(d); }
-
-bool attn_dtype_half(attn_dtype d) { return d == ATTN_F16 || d == ATTN_BF16; }
 
 bool attn_dtype_kv_rows(attn_dtype d) {
     return d == ATTN_F64 || d == ATTN_F32 || attn_dtype_half(d) || attn_dtype_quantized(d);

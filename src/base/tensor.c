@@ -185,6 +185,23 @@ attn_status attn_check_writable(const attn_tensor *t, const char *name, attn_err
     return ATTN_OK;
 }
 
+attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
+                                  attn_error *err) {
+    if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
+    if (!cu) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
+    if (cu[0] != 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[0] is %lld; it must be 0", name, (long long)cu[0]);
+    for (int64_t b = 0; b < batch; b++)
+        if (cu[b + 1] < cu[b])
+            return attn_fail(err, ATTN_ERR_ARGUMENT, "%s decreases at %lld: %lld then %lld (offsets must not decrease)",
+                             name, (long long)(b + 1), (long long)cu[b], (long long)cu[b + 1]);
+    /* Monotone from 0: every offset lies in 0 .. cu[batch], so no length
+     * or difference below overflows once the end is the tensor's rows. */
+    if (cu[batch] != total)
+        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld row%s; it must end there", name,
+                         (long long)batch, (long long)cu[batch], (long long)total, attn_plural(total));
+    return ATTN_OK;
+}
+
 attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error *err) {
     int64_t extent = 0, term, bytes;
     if (attn_dtype_quantized(t->dtype)) { /* its rows' bytes */

@@ -172,6 +172,8 @@ const attn_ukernels *attn_ukernels_by_name(const char *name) {
     return NULL;
 }
 
+const attn_ukernels *attn_ukernels_registered(int i) { return i >= 0 && i < N_F32_SETS ? F32_SETS[i].uk : NULL; }
+
 bool attn_bf16_set_pays(const attn_bf16_kernels *bk, bool dp_full_rate) { return !bk->needs_full_rate || dp_full_rate; }
 
 /* Why the best bf16 set for this CPU was passed over, or NULL. */

@@ -107,8 +107,9 @@ typedef struct attn_ukernels {
                         int64_t n, int64_t Ev, bool f16);
     /* The same with quantized rows (format ATTN_Q8, ATTN_Q4 or ATTN_Q4_1;
      * ld in bytes), widened in registers: bitwise dot_rows / axpy_rows on
-     * the rows widen_quant widens. NULL for the portable kernels: decode
-     * widens a group of rows with widen_quant. */
+     * the rows widen_quant widens (another format: nothing read, and
+     * dot_rows_q returns -1). NULL for the portable kernels: decode widens
+     * a group of rows with widen_quant. */
     float (*dot_rows_q)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                         int64_t E, attn_dtype format);
     void (*axpy_rows_q)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
@@ -121,8 +122,9 @@ typedef struct attn_ukernels {
      * on the rows widened by widen_quant, with q (p) as they were.
      * dot_rows_fp8 returns max |k| in the keys' own units, or -1 if a key is
      * NaN or infinite (an e4m3 NaN code included); axpy_rows_fp8 reads NaN
-     * codes as NaN. NULL for the portable kernels: decode widens a group of
-     * rows with widen_quant. */
+     * codes as NaN (another format: nothing read, and dot_rows_fp8 returns
+     * -1). NULL for the portable kernels: decode widens a group of rows
+     * with widen_quant. */
     float (*dot_rows_fp8)(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                           int64_t E, attn_dtype format);
     void (*axpy_rows_fp8)(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
@@ -265,6 +267,11 @@ const attn_ukernels *attn_ukernels_active(void);
 
 /* The kernels of one ISA by name, or NULL when this CPU (or build) lacks it. */
 const attn_ukernels *attn_ukernels_by_name(const char *name);
+/* The i-th f32 kernel set of this build (F32_SETS in dispatch.c), best
+ * first, whether or not this CPU runs it; NULL past the last. The tests
+ * take the sets they force through ATTN_ISA from here (test_fast --sets),
+ * so that a set registered there is tested without another list. */
+const attn_ukernels *attn_ukernels_registered(int i);
 
 extern const attn_ukernels attn_ukernels_c;
 #if defined(ATTN_HAVE_X86_KERNELS)

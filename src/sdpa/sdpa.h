@@ -66,13 +66,6 @@ attn_status attn_check_descale_dtype(const attn_sdpa_options *o, attn_dtype k, a
  * its copy, "q is f32"); NULL is left to the call's checks (plan.c). */
 attn_status attn_check_half_kv(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, attn_error *err);
 
-/* Offsets of a ragged batch (varlen.c): cu[0 .. batch], starting at 0,
- * never decreasing, ending at `total`, the packed tensor's rows; `name` in
- * the messages. ATTN_ERR_ARGUMENT (batch < 0, or an offset out of rule),
- * ATTN_ERR_NULL. */
-attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
-                                  attn_error *err);
-
 /* attn_sdpa with the keys and values of one sequence in a paged pool
  * (base/rows.h): q (..., Hq, L, E), the pool's Hk heads and `length`
  * positions as k and v; every option of attn_sdpa, the same kernels, and

@@ -74,23 +74,6 @@ static attn_status in_sequence(attn_status st, int64_t b, attn_error *err) {
     return st;
 }
 
-attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
-                                  attn_error *err) {
-    if (batch < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "batch is %lld; it must be >= 0", (long long)batch);
-    if (!cu) return attn_fail(err, ATTN_ERR_NULL, "%s is NULL", name);
-    if (cu[0] != 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[0] is %lld; it must be 0", name, (long long)cu[0]);
-    for (int64_t b = 0; b < batch; b++)
-        if (cu[b + 1] < cu[b])
-            return attn_fail(err, ATTN_ERR_ARGUMENT, "%s decreases at %lld: %lld then %lld (offsets must not decrease)",
-                             name, (long long)(b + 1), (long long)cu[b], (long long)cu[b + 1]);
-    /* Monotone from 0: every offset lies in 0 .. cu[batch], so no length
-     * or difference below overflows once the end is the tensor's rows. */
-    if (cu[batch] != total)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "%s[%lld] is %lld but the tensor has %lld row%s; it must end there", name,
-                         (long long)batch, (long long)cu[batch], (long long)total, attn_plural(total));
-    return ATTN_OK;
-}
-
 /* The bytes of B + 1 checked offsets as a tensor (8-byte elements, as
  * int64), for the overlap check: the offsets are read again after the
  * kernels have written (the rows of sequences without keys or queries), so

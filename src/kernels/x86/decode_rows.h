@@ -10,9 +10,10 @@
  *   V_QUANT(row, i, format)     values i .. i+VL-1 (i a multiple of VL) of a
  *                               quantized row (ATTN_Q8, ATTN_Q4 or
  *                               ATTN_Q4_1) widened as widen_quant widens them
- *   V_FP8(b, kind), V_FP8N(b, n, kind)
- *                               VL (or n < VL) fp8 bytes at b read as IEEE
- *                               halves and widened (kinds 5 to 7 below)
+ *   V_FP8(b, format, values), V_FP8N(b, n, format, values)
+ *                               VL (or n < VL) fp8 bytes at b (ATTN_E4M3
+ *                               or ATTN_E5M2) read as IEEE halves and
+ *                               widened, as keys or as values (below)
  *   V_FMA(a, b, c)              a·b + c, one rounding
  *   V_ABSMAX2(a, b)             max(|a|, |b|) (NaN lanes: either)
  *   VBAD, V_BAD_NONE, V_BAD_ADD(bad, x), V_BAD_ANY(bad)
@@ -30,7 +31,7 @@
  *   DOT_KB(nq)                  keys dot_rows computes at once for nq rows
  *                               (2 or 4: as many as the registers
  *                               hold; 0: one at a time, each summed alone)
- *   DOT_KB_FP8(nq)              the same for fp8 keys (kinds 5 and 7), if
+ *   DOT_KB_FP8(nq)              the same for fp8 keys, if
  *                               it differs (else DOT_KB)
  *   V_KEEP(v)                   v kept in a register (a compiler barrier)
  *   AXPY_CB(nq)                 column vectors per axpy block for nq rows:
@@ -56,27 +57,33 @@
  *   V_HSUM (a row count's work grows with the FMAs only: decode's cost per
  *   query row). NaN keys show in the scores (q · NaN is NaN for any q),
  *   checked once a group instead of once a key vector.
- * Keys and values may be f32 or 16-bit floats (kind 0: f32, 1: f16, 2:
- * bf16, a constant in each body), widened as they are loaded: a KV cache in
- * 16 bits is read once, at half the bytes; or quantized rows (kind 3: q8,
- * 4: q4, 8: q4_1; attn.h, "Quantized storage"), widened in registers a
- * vector at a time, their row stride ld in bytes. Widening is exact (q4_1's
- * c · d + m rounds once, as widen_quant rounds it), so every kind computes
- * on the very floats the f32 kernel would be given.
+ * The rows' kind is their attn_dtype, a constant in each body: the one
+ * numbering of formats (attn.h), asked through the library's predicates
+ * (attn_rows_q_format, attn_dtype_fp8, attn_dtype_half), which the
+ * compiler folds. Keys and values may be f32 or 16-bit floats (ATTN_F32,
+ * ATTN_F16, ATTN_BF16), widened as they are loaded: a KV cache in 16 bits
+ * is read once, at half the bytes; or blocked quantized rows
+ * (attn_rows_q_format's: q8, q4, q4_1; attn.h, "Quantized storage"),
+ * widened in registers a vector at a time, their row stride ld in bytes.
+ * Widening is exact (q4_1's c · d + m rounds once, as widen_quant rounds
+ * it), so every kind computes on the very floats the f32 kernel would be
+ * given. The entry points at the end hand dot_any and axpy_any only the
+ * kinds their callers may give (ukernel.h); any other format reads
+ * nothing (dot: -1, as for a key not finite), never another format's rows.
  * fp8 rows (attn.h, "Quantized storage"; any length, ld in bytes) are read
  * in place as 16-bit floats, one byte a value:
- *   kind 7, e5m2: the byte is the top byte of an IEEE half (byte << 8),
+ *   e5m2: the byte is the top byte of an IEEE half (byte << 8),
  *     widened exactly, infinities, NaN and subnormals included;
- *   kinds 5 and 6, e4m3: S.EEEE.MMM read as the half S.0EEEE.MMM0000000
+ *   e4m3: S.EEEE.MMM read as the half S.0EEEE.MMM0000000
  *     (the byte sign-extended to 16 bits, shifted left by 7, bit 14
  *     cleared), which is 2^-8 times its value, subnormals included (a
  *     half subnormal M is M · 2^-24: 128m · 2^-24 = m · 2^-9 · 2^-8). The
  *     caller folds the 2^8 into q (keys) or the weights (values), exact
  *     since it is a power of two, and each product q · (2^-8 k) is then
  *     the product q · k itself: the same bits as the f32 kernel on the
- *     widened rows. S.1111.111 (NaN) reads as ±480 · 2^-8: as keys (kind
- *     5) it is found by max |k| > 448 · 2^-8, which dot_rows gathers
- *     anyway, and reported as a key not finite; as values (kind 6) its
+ *     widened rows. S.1111.111 (NaN) reads as ±480 · 2^-8: as keys (dot)
+ *     it is found by max |k| > 448 · 2^-8, which dot_rows gathers
+ *     anyway, and reported as a key not finite; as values (axpy) its
  *     lanes are made NaN (bit 14 set: the half's exponent all ones), one
  *     more integer operation a vector, so that NaN reaches the outputs as the
  *     f32 kernel's would. */
@@ -91,44 +98,39 @@
 #define DOT_KB_FP8(nq) DOT_KB(nq)
 #endif
 
-/* The quantized format of kind 3, 4 or 8; 0 for the other kinds. */
-DECODE_INLINE attn_dtype quant_kind(const int kind) {
-    return kind == 3 ? ATTN_Q8 : kind == 4 ? ATTN_Q4 : kind == 8 ? ATTN_Q4_1 : (attn_dtype)0;
-}
-
-/* Element i.. of a row of keys or values of the given kind, as f32. */
-DECODE_INLINE V load_kv(const void *p, int64_t i, const int kind) {
-    if (kind == 0) return V_LOAD((const float *)p + i);
-    if (quant_kind(kind)) return V_QUANT((const uint8_t *)p, i, quant_kind(kind));
-    if (kind >= 5) return V_FP8((const uint8_t *)p + i, kind);
-    return V_WIDEN((const uint16_t *)p + i, kind == 1);
+/* Element i.. of a row of keys or values (`values`) of the given kind, as f32. */
+DECODE_INLINE V load_kv(const void *p, int64_t i, const attn_dtype kind, const bool values) {
+    if (kind == ATTN_F32) return V_LOAD((const float *)p + i);
+    if (attn_rows_q_format(kind)) return V_QUANT((const uint8_t *)p, i, kind);
+    if (attn_dtype_fp8(kind)) return V_FP8((const uint8_t *)p + i, kind, values);
+    return V_WIDEN((const uint16_t *)p + i, kind == ATTN_F16);
 }
 
 /* (Quantized rows hold a multiple of 32 values: never a partial vector;
  * fp8 rows any number.) */
-DECODE_INLINE V load_kvn(const void *p, int64_t i, int64_t n, const int kind) {
-    if (kind == 0) return V_LOADN((const float *)p + i, n);
-    if (quant_kind(kind)) return V_QUANT((const uint8_t *)p, i, quant_kind(kind));
-    if (kind >= 5) return V_FP8N((const uint8_t *)p + i, n, kind);
-    return V_WIDENN((const uint16_t *)p + i, n, kind == 1);
+DECODE_INLINE V load_kvn(const void *p, int64_t i, int64_t n, const attn_dtype kind, const bool values) {
+    if (kind == ATTN_F32) return V_LOADN((const float *)p + i, n);
+    if (attn_rows_q_format(kind)) return V_QUANT((const uint8_t *)p, i, kind);
+    if (attn_dtype_fp8(kind)) return V_FP8N((const uint8_t *)p + i, n, kind, values);
+    return V_WIDENN((const uint16_t *)p + i, n, kind == ATTN_F16);
 }
 
 /* Row j of keys or values of the given kind, with row stride ld elements
  * (bytes for quantized rows). */
-DECODE_INLINE const void *row_kv(const void *p, int64_t j, int64_t ld, const int kind) {
-    return kind == 0   ? (const void *)((const float *)p + j * ld)
-           : kind >= 3 ? (const void *)((const uint8_t *)p + j * ld)
-                       : (const void *)((const uint16_t *)p + j * ld);
+DECODE_INLINE const void *row_kv(const void *p, int64_t j, int64_t ld, const attn_dtype kind) {
+    return kind == ATTN_F32           ? (const void *)((const float *)p + j * ld)
+           : !attn_dtype_half(kind) ? (const void *)((const uint8_t *)p + j * ld)
+                                      : (const void *)((const uint16_t *)p + j * ld);
 }
 
 /* Row j of a source of rows: of a strided matrix at p (row stride ld), or,
  * when `list`, the j-th of the row pointers at p (rows anywhere: the pages
  * of a paged cache, several in one call); and the source from row j on. */
-DECODE_INLINE const void *src_row(const void *p, int64_t j, int64_t ld, const int kind, const bool list) {
+DECODE_INLINE const void *src_row(const void *p, int64_t j, int64_t ld, const attn_dtype kind, const bool list) {
     return list ? ((const void *const *)p)[j] : row_kv(p, j, ld, kind);
 }
 
-DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const int kind, const bool list) {
+DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const attn_dtype kind, const bool list) {
     return list ? (const void *)((const void *const *)p + j) : row_kv(p, j, ld, kind);
 }
 
@@ -143,13 +145,13 @@ DECODE_INLINE const void *src_from(const void *p, int64_t j, int64_t ld, const i
  * with pages of 16, 1.20-1.25x with prefetcht1 (into L2); pages of 256 the
  * same either way (docs/performance.md). */
 #define ROW_PREFETCH_HINT 3
-DECODE_INLINE void prefetch_ahead(const void *p, int64_t j, int64_t ld, int64_t ahead, int64_t E, const int kind,
+DECODE_INLINE void prefetch_ahead(const void *p, int64_t j, int64_t ld, int64_t ahead, int64_t E, const attn_dtype kind,
                                   const bool list) {
     if (!ahead) return;
     /* rows ld apart: the address as an integer (a prefetch past the rows never faults) */
     uintptr_t row = list ? (uintptr_t)((const char *const *)p)[j + ahead]
-                         : (uintptr_t)p + (uintptr_t)((j + ahead) * ld * (kind == 0 ? 4 : kind >= 3 ? 1 : 2));
-    int64_t bytes = E * (kind == 0 ? 4 : kind >= 5 && kind <= 7 ? 1 : 2); /* f32, fp8 or 16-bit rows */
+                         : (uintptr_t)p + (uintptr_t)((j + ahead) * ld * (kind == ATTN_F32 ? 4 : attn_dtype_half(kind) ? 2 : 1));
+    int64_t bytes = E * (kind == ATTN_F32 ? 4 : attn_dtype_fp8(kind) ? 1 : 2); /* f32, fp8 or 16-bit rows */
     uintptr_t at = row & ~(uintptr_t)63, end = row + (uintptr_t)bytes;
     for (; at < end; at += 64) __builtin_prefetch((const char *)at, 0, ROW_PREFETCH_HINT);
 }
@@ -167,7 +169,7 @@ DECODE_INLINE void keys_absmax(V *big, const V *kv, const int nk) {
  * (before their horizontal sums), for i < nq, t < nk <= 4: each vector of
  * q loaded once for the nk keys. big gathers max |k|. */
 DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *const *kr, int64_t E, const int nq,
-                            const int nk, const int kind, V *big) {
+                            const int nk, const attn_dtype kind, V *big) {
     int64_t full = E / VL * VL;
 #pragma GCC unroll 4
     for (int t = 0; t < nk; t++)
@@ -177,7 +179,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
         V kv[4];
 #pragma GCC unroll 4
         for (int t = 0; t < nk; t++) {
-            kv[t] = load_kv(kr[t], e, kind);
+            kv[t] = load_kv(kr[t], e, kind, false);
             V_KEEP(kv[t]);
         }
         keys_absmax(big, kv, nk);
@@ -191,7 +193,7 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
     if (full < E) {
         V kv[4];
 #pragma GCC unroll 4
-        for (int t = 0; t < nk; t++) kv[t] = load_kvn(kr[t], full, E - full, kind);
+        for (int t = 0; t < nk; t++) kv[t] = load_kvn(kr[t], full, E - full, kind, false);
         keys_absmax(big, kv, nk);
 #pragma GCC unroll 8
         for (int i = 0; i < nq; i++) {
@@ -212,8 +214,8 @@ DECODE_INLINE void dot_keys(V acc[4][DECODE_NQ], const float *q, const void *con
  * The last n % VL keys go one at a time, summed by V_HSUM to the same
  * bits, so a key's score does not depend on where a call starts or ends. */
 DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const void *k, int64_t ld, int64_t n,
-                                int64_t E, const int nq, const int kind, const bool list, int64_t ahead) {
-    const int kb = kind >= 5 && kind <= 7 ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
+                                int64_t E, const int nq, const attn_dtype kind, const bool list, int64_t ahead) {
+    const int kb = attn_dtype_fp8(kind) ? DOT_KB_FP8(nq) : DOT_KB(nq), blocks = kb > 0 ? VL / kb : 0;
     V big = V_ZERO();
     VBAD bad = V_BAD_NONE;
     int64_t j = 0;
@@ -254,7 +256,7 @@ DECODE_INLINE float dot_rows_nq(float *s, int64_t lds, const float *q, const voi
     float most = V_HMAX(big); /* inf shows here, NaN in the scores */
     /* e4m3 keys, read as 2^-8 times their values: a NaN code reads past
      * 448 · 2^-8; max |k| in the keys' own units */
-    if (kind == 5) return nan || V_BAD_ANY(bad) || !(most <= 448.0f / 256) ? -1.0f : most * 256;
+    if (kind == ATTN_E4M3) return nan || V_BAD_ANY(bad) || !(most <= 448.0f / 256) ? -1.0f : most * 256;
     return nan || V_BAD_ANY(bad) || !(most <= FLT_MAX) ? -1.0f : most;
 }
 
@@ -285,7 +287,7 @@ DECODE_INLINE void accs_store(float *acc, V a[DECODE_NQ][8], int64_t Ev, int64_t
  * for i < nq, over cb vectors of columns (tail > 0: one vector holding the
  * last tail < VL columns). */
 DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
-                              int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const int kind,
+                              int64_t Ev, int64_t e0, const int nq, const int cb, int tail, const attn_dtype kind,
                               const bool list, int64_t ahead) {
     V a[DECODE_NQ][8];
     accs_load(a, acc, Ev, e0, nq, cb, tail);
@@ -295,7 +297,7 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
         V vv[8];
 #pragma GCC unroll 8
         for (int t = 0; t < cb; t++) {
-            vv[t] = tail ? load_kvn(vj, e0, tail, kind) : load_kv(vj, e0 + t * VL, kind);
+            vv[t] = tail ? load_kvn(vj, e0, tail, kind, true) : load_kv(vj, e0 + t * VL, kind, true);
             V_KEEP(vv[t]); /* loaded once, not once per row */
         }
 #pragma GCC unroll 8
@@ -324,7 +326,7 @@ DECODE_INLINE void axpy_block(float *acc, const float *p, int64_t ldp, const voi
  * value rows stay in L1 while the column blocks pass over them, so v is read
  * from memory once whatever the number of column blocks. */
 DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const void *v, int64_t ld, int64_t n,
-                                int64_t Ev, const int nq, const int kind, const bool list, int64_t ahead) {
+                                int64_t Ev, const int nq, const attn_dtype kind, const bool list, int64_t ahead) {
     const int cb = AXPY_CB(nq);
     int64_t group = Ev <= cb * VL ? n : 16384 / (4 * Ev) > 16 ? 16384 / (4 * Ev) : 16;
     for (int64_t j0 = 0; j0 < n; j0 += group) {
@@ -374,47 +376,52 @@ DECODE_INLINE void axpy_rows_nq(float *acc, const float *p, int64_t ldp, const v
         return;                                                                                    \
     } while (0)
 
-/* nq <= DECODE_NQ rows (axpy: 4); kind 0 f32, 1 f16, 2 bf16, 3 q8, 4 q4,
- * 5 e4m3 keys, 6 e4m3 values, 7 e5m2, 8 q4_1; list: k (v) a list of row pointers,
- * kind 0 to 2. */
+/* nq <= DECODE_NQ rows (axpy: 4) of a kind named here, each its own body;
+ * list: k (v) a list of row pointers, f32, f16 or bf16. A kind named
+ * nowhere (a format attn_rows_q_format learns before it is added here)
+ * is read by no body: dot returns -1, as for keys not finite, and decode's
+ * caller has the exact kernel redo the slice (fast/decode.c). */
 static float dot_block(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
-                       int64_t E, int kind, bool list, int64_t ahead) {
+                       int64_t E, attn_dtype kind, bool list, int64_t ahead) {
     if (list) {
-        if (kind == 1) DOT_SWITCH(1, true)
-        if (kind == 2) DOT_SWITCH(2, true)
-        DOT_SWITCH(0, true)
+        if (kind == ATTN_F16) DOT_SWITCH(ATTN_F16, true)
+        if (kind == ATTN_BF16) DOT_SWITCH(ATTN_BF16, true)
+        if (kind == ATTN_F32) DOT_SWITCH(ATTN_F32, true)
+        return -1.0f;
     }
-    if (kind == 1) DOT_SWITCH(1, false)
-    if (kind == 2) DOT_SWITCH(2, false)
-    if (kind == 3) DOT_SWITCH(3, false)
-    if (kind == 4) DOT_SWITCH(4, false)
-    if (kind == 5) DOT_SWITCH(5, false)
-    if (kind == 7) DOT_SWITCH(7, false)
-    if (kind == 8) DOT_SWITCH(8, false)
-    DOT_SWITCH(0, false)
+    if (kind == ATTN_F16) DOT_SWITCH(ATTN_F16, false)
+    if (kind == ATTN_BF16) DOT_SWITCH(ATTN_BF16, false)
+    if (kind == ATTN_Q8) DOT_SWITCH(ATTN_Q8, false)
+    if (kind == ATTN_Q4) DOT_SWITCH(ATTN_Q4, false)
+    if (kind == ATTN_E4M3) DOT_SWITCH(ATTN_E4M3, false)
+    if (kind == ATTN_E5M2) DOT_SWITCH(ATTN_E5M2, false)
+    if (kind == ATTN_Q4_1) DOT_SWITCH(ATTN_Q4_1, false)
+    if (kind == ATTN_F32) DOT_SWITCH(ATTN_F32, false)
+    return -1.0f;
 }
 
 static void axpy_block_rows(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                            int64_t Ev, int kind, bool list, int64_t ahead) {
+                            int64_t Ev, attn_dtype kind, bool list, int64_t ahead) {
     if (list) {
-        if (kind == 1) AXPY_SWITCH(1, true)
-        if (kind == 2) AXPY_SWITCH(2, true)
-        AXPY_SWITCH(0, true)
+        if (kind == ATTN_F16) AXPY_SWITCH(ATTN_F16, true)
+        if (kind == ATTN_BF16) AXPY_SWITCH(ATTN_BF16, true)
+        if (kind == ATTN_F32) AXPY_SWITCH(ATTN_F32, true)
+        return;
     }
-    if (kind == 1) AXPY_SWITCH(1, false)
-    if (kind == 2) AXPY_SWITCH(2, false)
-    if (kind == 3) AXPY_SWITCH(3, false)
-    if (kind == 4) AXPY_SWITCH(4, false)
-    if (kind == 6) AXPY_SWITCH(6, false)
-    if (kind == 7) AXPY_SWITCH(7, false)
-    if (kind == 8) AXPY_SWITCH(8, false)
-    AXPY_SWITCH(0, false)
+    if (kind == ATTN_F16) AXPY_SWITCH(ATTN_F16, false)
+    if (kind == ATTN_BF16) AXPY_SWITCH(ATTN_BF16, false)
+    if (kind == ATTN_Q8) AXPY_SWITCH(ATTN_Q8, false)
+    if (kind == ATTN_Q4) AXPY_SWITCH(ATTN_Q4, false)
+    if (kind == ATTN_E4M3) AXPY_SWITCH(ATTN_E4M3, false)
+    if (kind == ATTN_E5M2) AXPY_SWITCH(ATTN_E5M2, false)
+    if (kind == ATTN_Q4_1) AXPY_SWITCH(ATTN_Q4_1, false)
+    if (kind == ATTN_F32) AXPY_SWITCH(ATTN_F32, false)
 }
 
 /* Up to ATTN_DECODE_MAX_ROWS rows, DECODE_NQ at a time (axpy: 4), the keys
  * or values read again from L1 for a second block. */
 static float dot_any(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n, int64_t E,
-                     int kind, bool list, int64_t ahead) {
+                     attn_dtype kind, bool list, int64_t ahead) {
     float most = 0;
     for (int r0 = 0; r0 < nq && most >= 0; r0 += DECODE_NQ) { /* the rows ahead asked for in the first block */
         float b = dot_block(s + r0 * lds, lds, q + r0 * E, nq - r0 < DECODE_NQ ? nq - r0 : DECODE_NQ, k, ld, n, E,
@@ -425,7 +432,7 @@ static float dot_any(float *s, int64_t lds, const float *q, int nq, const void *
 }
 
 static void axpy_any(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
-                     int64_t Ev, int kind, bool list, int64_t ahead) {
+                     int64_t Ev, attn_dtype kind, bool list, int64_t ahead) {
     for (int r0 = 0; r0 < nq; r0 += 4)
         axpy_block_rows(acc + r0 * Ev, p + r0 * ldp, ldp, nq - r0 < 4 ? nq - r0 : 4, v, ld, n, Ev, kind, list,
                         r0 ? 0 : ahead);
@@ -433,35 +440,34 @@ static void axpy_any(float *acc, const float *p, int64_t ldp, int nq, const void
 
 static float dot_rows(float *s, int64_t lds, const float *q, int nq, const float *k, int64_t ld, int64_t n,
                       int64_t E) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, 0, false, 0);
+    return dot_any(s, lds, q, nq, k, ld, n, E, ATTN_F32, false, 0);
 }
 
 static float dot_rows16(float *s, int64_t lds, const float *q, int nq, const uint16_t *k, int64_t ld, int64_t n,
                         int64_t E, bool f16) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? 1 : 2, false, 0);
+    return dot_any(s, lds, q, nq, k, ld, n, E, f16 ? ATTN_F16 : ATTN_BF16, false, 0);
 }
 
 static void axpy_rows(float *acc, const float *p, int64_t ldp, int nq, const float *v, int64_t ld, int64_t n,
                       int64_t Ev) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, 0, false, 0);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, ATTN_F32, false, 0);
 }
 
 static void axpy_rows16(float *acc, const float *p, int64_t ldp, int nq, const uint16_t *v, int64_t ld, int64_t n,
                         int64_t Ev, bool f16) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? 1 : 2, false, 0);
+    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, f16 ? ATTN_F16 : ATTN_BF16, false, 0);
 }
 
-/* The kind of quantized rows of a format (ukernel.h: q8, q4 or q4_1). */
-static int kind_of_quant(attn_dtype format) { return format == ATTN_Q4 ? 4 : format == ATTN_Q4_1 ? 8 : 3; }
-
+/* Blocked quantized rows, attn_rows_q_format's (ukernel.h); another format
+ * reads nothing. */
 static float dot_rows_q(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                         int64_t E, attn_dtype format) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, kind_of_quant(format), false, 0);
+    return attn_rows_q_format(format) ? dot_any(s, lds, q, nq, k, ld, n, E, format, false, 0) : -1.0f;
 }
 
 static void axpy_rows_q(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                         int64_t Ev, attn_dtype format) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, kind_of_quant(format), false, 0);
+    if (attn_rows_q_format(format)) axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format, false, 0);
 }
 
 /* fp8 rows are asked for FP8_AHEAD rows ahead of the one computed, as the
@@ -475,25 +481,26 @@ enum { FP8_AHEAD = 32 };
  * NaN. */
 static float dot_rows_fp8(float *s, int64_t lds, const float *q, int nq, const void *k, int64_t ld, int64_t n,
                           int64_t E, attn_dtype format) {
-    return dot_any(s, lds, q, nq, k, ld, n, E, format == ATTN_E4M3 ? 5 : 7, false, FP8_AHEAD);
+    return attn_dtype_fp8(format) ? dot_any(s, lds, q, nq, k, ld, n, E, format, false, FP8_AHEAD) : -1.0f;
 }
 
 static void axpy_rows_fp8(float *acc, const float *p, int64_t ldp, int nq, const void *v, int64_t ld, int64_t n,
                           int64_t Ev, attn_dtype format) {
-    axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format == ATTN_E4M3 ? 6 : 7, false, FP8_AHEAD);
+    if (attn_dtype_fp8(format)) axpy_any(acc, p, ldp, nq, v, ld, n, Ev, format, false, FP8_AHEAD);
 }
 
-/* Rows anywhere, one pointer each (f32, f16 or bf16; ukernel.h). */
-static int list_kind(attn_dtype dtype) { return dtype == ATTN_F16 ? 1 : dtype == ATTN_BF16 ? 2 : 0; }
+/* Rows anywhere, one pointer each (f32, f16 or bf16; ukernel.h); another
+ * dtype reads nothing. */
+DECODE_INLINE bool list_dtype(attn_dtype dtype) { return dtype == ATTN_F32 || attn_dtype_half(dtype); }
 
 static float dot_rows_list(float *s, int64_t lds, const float *q, int nq, const void *const *k, int64_t n,
                            int64_t ahead, int64_t E, attn_dtype dtype) {
-    return dot_any(s, lds, q, nq, k, 0, n, E, list_kind(dtype), true, ahead);
+    return list_dtype(dtype) ? dot_any(s, lds, q, nq, k, 0, n, E, dtype, true, ahead) : -1.0f;
 }
 
 static void axpy_rows_list(float *acc, const float *p, int64_t ldp, int nq, const void *const *v, int64_t n,
                            int64_t ahead, int64_t Ev, attn_dtype dtype) {
-    axpy_any(acc, p, ldp, nq, v, 0, n, Ev, list_kind(dtype), true, ahead);
+    if (list_dtype(dtype)) axpy_any(acc, p, ldp, nq, v, 0, n, Ev, dtype, true, ahead);
 }
 
 /* ---- KV heads side by side (ukernel.h: dot_rows_heads, axpy_rows_heads) ----

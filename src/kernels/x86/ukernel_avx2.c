@@ -273,12 +273,13 @@ static inline __m256 quant_vec(const uint8_t *row, int64_t i, attn_dtype format)
     return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(c), d), _mm256_cvtph_ps(_mm_set1_epi16((short)h)));
 }
 #define V_QUANT(row, i, format) quant_vec(row, i, format)
-/* 8 fp8 bytes (the low half of b; decode_rows.h, kinds 5 to 7) read as
- * halves, as ukernel_avx512.c's fp8_vec does (there: why). */
-static inline __m256 fp8_vec(__m128i b, int kind) {
-    if (kind == 7) return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b)); /* byte << 8 */
+/* 8 fp8 bytes (the low half of b; decode_rows.h) of format e4m3 or e5m2,
+ * as keys or values, read as halves, as ukernel_avx512.c's fp8_vec does
+ * (there: why). */
+static inline __m256 fp8_vec(__m128i b, attn_dtype format, bool values) {
+    if (format == ATTN_E5M2) return _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), b)); /* byte << 8 */
     __m128i t = _mm_slli_epi16(_mm_cvtepi8_epi16(b), 7);
-    if (kind == 6) /* t ^ ((t + 0x80) & 0x4000) */
+    if (values) /* t ^ ((t + 0x80) & 0x4000) */
         return _mm256_cvtph_ps(_mm_xor_si128(t, _mm_and_si128(_mm_add_epi16(t, _mm_set1_epi16(0x80)), _mm_set1_epi16(0x4000))));
     return _mm256_cvtph_ps(_mm_and_si128(t, _mm_set1_epi16((short)0xbfff)));
 }
@@ -288,8 +289,8 @@ static inline __m128i fp8_part(const uint8_t *b, int64_t n) {
     memcpy(part, b, (size_t)n);
     return _mm_loadu_si128((const __m128i *)(const void *)part);
 }
-#define V_FP8(b, kind) fp8_vec(_mm_loadl_epi64((const __m128i *)(const void *)(b)), kind)
-#define V_FP8N(b, n, kind) fp8_vec(fp8_part(b, n), kind)
+#define V_FP8(b, format, values) fp8_vec(_mm_loadl_epi64((const __m128i *)(const void *)(b)), format, values)
+#define V_FP8N(b, n, format, values) fp8_vec(fp8_part(b, n), format, values)
 #define V_ZERO() _mm256_setzero_ps()
 #define V_SET1(x) _mm256_set1_ps(x)
 #define V_LOAD(p) _mm256_loadu_ps(p)

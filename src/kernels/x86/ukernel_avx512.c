@@ -241,18 +241,18 @@ static inline __m512 quant_vec(const uint8_t *row, int64_t i, attn_dtype format)
     return _mm512_permutexvar_ps(i % 32 ? _mm512_srli_epi32(c, 4) : c, table);
 }
 
-/* 16 fp8 bytes (decode_rows.h, kinds 5 to 7) read as halves and widened
+/* 16 fp8 bytes (decode_rows.h) read as halves and widened
  * by vcvtph2ps, exact whatever MXCSR says: e5m2 is a half's top byte;
  * e4m3 the byte sign-extended and shifted left by 7 (t: bits 15 and 14
  * the sign S, 13-7 the code's EEEE.MMM), bit 14 then cleared (2^-8 times
- * its value). For values (kind 6) bit 14 is instead t's bit 14 xor that
+ * its value). For values (`values`) bit 14 is instead t's bit 14 xor that
  * of t + 0x80, which differ only where EEEE.MMM is all ones and the add
  * carries into bit 14: clear for every code but NaN, set there (the
  * half's exponent all ones: NaN), in one vpternlogd. */
-static inline __m512 fp8_vec(__m128i b, int kind) {
-    if (kind == 7) return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+static inline __m512 fp8_vec(__m128i b, attn_dtype format, bool values) {
+    if (format == ATTN_E5M2) return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
     __m256i t = _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7);
-    if (kind == 6) /* t ^ ((t + 0x80) & 0x4000) */
+    if (values) /* t ^ ((t + 0x80) & 0x4000) */
         return _mm512_cvtph_ps(_mm256_ternarylogic_epi32(t, _mm256_add_epi16(t, _mm256_set1_epi16(0x80)),
                                                          _mm256_set1_epi16(0x4000), 0x78));
     return _mm512_cvtph_ps(_mm256_and_si256(t, _mm256_set1_epi16((short)0xbfff)));
@@ -297,8 +297,8 @@ static inline __m512 hsum512_group(const __m512 *h, int kb) {
 
 #define V __m512
 #define V_QUANT(row, i, format) quant_vec(row, i, format)
-#define V_FP8(b, kind) fp8_vec(_mm_loadu_si128((const __m128i *)(const void *)(b)), kind)
-#define V_FP8N(b, n, kind) fp8_vec(_mm_maskz_loadu_epi8(lanes_below(n), b), kind)
+#define V_FP8(b, format, values) fp8_vec(_mm_loadu_si128((const __m128i *)(const void *)(b)), format, values)
+#define V_FP8N(b, n, format, values) fp8_vec(_mm_maskz_loadu_epi8(lanes_below(n), b), format, values)
 #define V_ZERO() _mm512_setzero_ps()
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_LOAD(p) _mm512_loadu_ps(p)
