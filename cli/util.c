@@ -93,7 +93,7 @@ int cli_quant_formats(attn_quant_kind kind, attn_dtype *formats, int size) {
     int n = 0;
     attn_dtype f;
     attn_quant_kind k;
-    for (int i = 0; n < size && !attn_quant_format(i, &f, &k, NULL, NULL); i++)
+    for (int i = 0; n < size && !attn_quant_format(&f, &k, NULL, i, NULL); i++)
         if (k == kind) formats[n++] = f;
     return n;
 }
@@ -102,13 +102,13 @@ attn_quant_kind cli_quant_kind(attn_dtype format, int64_t *multiple) {
     attn_dtype f;
     attn_quant_kind k;
     int64_t m;
-    for (int i = 0; !attn_quant_format(i, &f, &k, &m, NULL); i++)
+    for (int i = 0; !attn_quant_format(&f, &k, &m, i, NULL); i++)
         if (f == format) {
             if (multiple) *multiple = m;
             return k;
         }
     if (multiple) *multiple = 1;
-    return (attn_quant_kind)0;
+    return ATTN_QUANT_NONE;
 }
 
 /* The names of formats[0 .. n-1] as a message lists them, "a, b or c". */

@@ -174,7 +174,8 @@ typedef enum attn_status {
     ATTN_ERR_HEADS = 5,
     /* A dtype is wrong: q, k, v, out and weights must share one float dtype
      * (k and v may be f16, bf16 or quantized with f32 q; q and out may be
-     * f16 or bf16 together, see attn_sdpa). */
+     * f16 or bf16 together, see attn_sdpa), or a name no dtype has
+     * (attn_dtype_from_name). */
     ATTN_ERR_DTYPE = 6,
     /* The mask has a wrong dtype (bool, or q's float dtype) or a shape that
      * does not broadcast to (..., Hq, L, S). */
@@ -304,7 +305,7 @@ ATTN_API size_t attn_dtype_size(attn_dtype dtype);
  * "e4m3", "e5m2", "q4_1", "q4c", "q2c", or "unknown". */
 ATTN_API const char *attn_dtype_name(attn_dtype dtype);
 /* The dtype whose attn_dtype_name is `name` (the whole string, case
- * included: "f32", "bf16", "q4_1", ...) into *dtype, so that a program
+ * included: "f32", "bf16", "q4_1", ...; "unknown" names no dtype) into *dtype, so that a program
  * reads a dtype its user names without a table of its own. Errors:
  * ATTN_ERR_NULL (dtype or name NULL), ATTN_ERR_DTYPE (no dtype has that
  * name; the message lists the names). *dtype is written only on success.
@@ -675,24 +676,24 @@ ATTN_API size_t attn_quant_row_size(attn_dtype format, int64_t n);
  * attn_quant_group_size bytes (keys quantized per channel: the key_dtype
  * of caches and pools only). Added in 0.4.0. */
 typedef enum attn_quant_kind {
+    ATTN_QUANT_NONE = 0,  /* not a quantized format (never written by attn_quant_format) */
     ATTN_QUANT_ROWS = 1,  /* q8, q4, q4_1, e4m3, e5m2 */
     ATTN_QUANT_GROUPS = 2 /* q4c, q2c */
 } attn_quant_kind;
 
 /* The library's quantized formats, one per index: 0, 1, ... give q8, q4,
- * q4_1, e4m3, e5m2, q4c, q2c in this version (the order of this section and
- * of the library's messages; a later version may add formats), so a
- * program lists every format, a new one included, by asking from 0 until
- * ATTN_ERR_ARGUMENT, and names each with attn_dtype_name. *format: the
- * format's dtype; *kind: its attn_quant_kind; *multiple: the number n must
- * be a multiple of, for a row of n values (ATTN_QUANT_ROWS: key_dim and
- * value_dim) or a group of n channels (ATTN_QUANT_GROUPS: key_dim): 32 for
- * q8, q4 and q4_1, 1 for e4m3 and e5m2, 2 for q4c, 4 for q2c;
- * attn_quant_row_size (attn_quant_group_size) takes exactly the n >= 1
- * that are its multiples, short of a size that does not fit. Any of the three may be NULL. Errors:
- * ATTN_ERR_ARGUMENT (index below 0 or past the last format); nothing is
- * written then. Added in 0.4.0. */
-ATTN_API attn_status attn_quant_format(int index, attn_dtype *format, attn_quant_kind *kind, int64_t *multiple,
+ * q4_1, e4m3, e5m2, q4c, q2c in this version (the order of this section; a
+ * later version may add formats), so a program lists every format, a new
+ * one included, by asking from 0 until ATTN_ERR_ARGUMENT, and names each
+ * with attn_dtype_name. *format: the format's dtype; *kind: its
+ * attn_quant_kind; *multiple: the number n must be a multiple of, for a
+ * row of n values (ATTN_QUANT_ROWS: key_dim and value_dim) or a group of n
+ * channels (ATTN_QUANT_GROUPS: key_dim), as attn_quant_row_size and
+ * attn_quant_group_size state it: they take exactly the n >= 1 that are
+ * its multiples, short of a size that does not fit. Any of the three may
+ * be NULL. Errors: ATTN_ERR_ARGUMENT (index below 0 or past the last
+ * format); nothing is written then. Added in 0.4.0. */
+ATTN_API attn_status attn_quant_format(attn_dtype *format, attn_quant_kind *kind, int64_t *multiple, int index,
                                        attn_error *err);
 
 /* Quantize src into dst, rows of attn_quant_row_size(format, n) bytes one
@@ -2060,8 +2061,11 @@ ATTN_API attn_status attn_mha(attn_tensor *out, attn_tensor *weights, const attn
  * recomputed forward's buffers as attn_mha lists them (not the per-head
  * weights), the heads' log-sum-exp (N·Hq·L) and the gradients of q, k, v
  * and the heads in the layer's dtype, and the inputs' and parameters'
- * gradients in double (all of them, asked for or not), from malloc and
- * freed before the call returns; the context's
+ * gradients in double (all of them, asked for or not), with a bf16-rounded
+ * copy of each product's input where the forward's ran on the bf16 GEMM,
+ * the sinks' gradient and its scratch when the layer has sinks, and
+ * attn_gemm's packing buffers, from malloc and freed before the call
+ * returns; the context's
  * workspace, when given, goes to the attention alone (attn_sdpa and
  * attn_sdpa_backward). Errors: those of attn_mha, ATTN_ERR_SHAPE for a
  * gradient of another shape than its parameter's and ATTN_ERR_DTYPE for

@@ -147,12 +147,12 @@ static void test_dtype_names_and_formats(void) {
     int count = 0, listed[256] = {0};
     for (int i = 0; i < 256; i++) {
         attn_dtype f = (attn_dtype)0;
-        attn_quant_kind kind = (attn_quant_kind)0;
+        attn_quant_kind kind = ATTN_QUANT_NONE;
         int64_t m = 0;
-        attn_status st = attn_quant_format(i, &f, &kind, &m, &err);
+        attn_status st = attn_quant_format(&f, &kind, &m, i, &err);
         if (st) {
             check_status(st, &err, ATTN_ERR_ARGUMENT, "names no quantized format", "quant_format_past_the_last");
-            check(f == 0 && kind == 0 && m == 0, "quant_format_past_the_last_writes_nothing", "%d %d %lld", (int)f,
+            check(f == 0 && kind == ATTN_QUANT_NONE && m == 0, "quant_format_past_the_last_writes_nothing", "%d %d %lld", (int)f,
                   (int)kind, (long long)m);
             break;
         }
@@ -177,11 +177,11 @@ static void test_dtype_names_and_formats(void) {
     }
     check(!unlisted, "quant_format_lists_every_quantized_dtype_once", "dtype %d (%s)", unlisted,
           attn_dtype_name((attn_dtype)unlisted));
-    check(attn_quant_format(0, NULL, NULL, NULL, NULL) == ATTN_OK, "quant_format_null_outputs", "failed");
+    check(attn_quant_format(NULL, NULL, NULL, 0, NULL) == ATTN_OK, "quant_format_null_outputs", "failed");
     attn_dtype f = ATTN_F32;
-    check_status(attn_quant_format(-1, &f, NULL, NULL, &err), &err, ATTN_ERR_ARGUMENT, "index -1",
+    check_status(attn_quant_format(&f, NULL, NULL, -1, &err), &err, ATTN_ERR_ARGUMENT, "index -1",
                  "quant_format_negative_index");
-    check_status(attn_quant_format(INT_MAX, &f, NULL, NULL, &err), &err, ATTN_ERR_ARGUMENT, "there are 7",
+    check_status(attn_quant_format(&f, NULL, NULL, INT_MAX, &err), &err, ATTN_ERR_ARGUMENT, "there are 7",
                  "quant_format_int_max");
     check(f == ATTN_F32, "quant_format_bad_index_writes_nothing", "format became %d", (int)f);
 }

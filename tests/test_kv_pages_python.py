@@ -1853,7 +1853,7 @@ check("paged_plan_makes_no_zero_q", (64, 4, 16) not in zeros_made and
 from attn import _lib  # noqa: E402
 
 listed, fmt, kind, mult = [], ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
-while not _lib.LIB.attn_quant_format(len(listed), ctypes.byref(fmt), ctypes.byref(kind), ctypes.byref(mult), None):
+while not _lib.LIB.attn_quant_format(ctypes.byref(fmt), ctypes.byref(kind), ctypes.byref(mult), len(listed), None):
     listed.append((_lib.LIB.attn_dtype_name(fmt.value).decode(), kind.value, mult.value))
 check("storage_formats_as_the_library_lists", [(n, k, m) for n, _, k, m in _lib.QUANT_FORMATS] == listed and
       [n for n, _, _ in listed] == ["q8", "q4", "q4_1", "e4m3", "e5m2", "q4c", "q2c"], str(listed))

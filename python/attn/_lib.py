@@ -153,8 +153,8 @@ def _declare(lib):
     lib.attn_dtype_from_name.restype = st
     lib.attn_dtype_from_name.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, pe]
     lib.attn_quant_format.restype = st
-    lib.attn_quant_format.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
-                                      ctypes.POINTER(ctypes.c_int64), pe]
+    lib.attn_quant_format.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                                      ctypes.POINTER(ctypes.c_int64), ctypes.c_int, pe]
     lib.attn_get_num_threads.restype = ctypes.c_int
     lib.attn_set_num_threads.argtypes = [ctypes.c_int]
     for cls in _INIT:
@@ -303,7 +303,7 @@ def _quant_formats():
     each, kind QUANT_ROWS or QUANT_GROUPS and multiple the number of values
     a row (channels a group) must be a multiple of."""
     found, code, kind, multiple = [], ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
-    while not LIB.attn_quant_format(len(found), ctypes.byref(code), ctypes.byref(kind), ctypes.byref(multiple), None):
+    while not LIB.attn_quant_format(ctypes.byref(code), ctypes.byref(kind), ctypes.byref(multiple), len(found), None):
         found.append((LIB.attn_dtype_name(code.value).decode(), code.value, kind.value, multiple.value))
     return tuple(found)
 
