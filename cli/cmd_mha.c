@@ -429,7 +429,7 @@ static int run_incremental(attn_tensor *out, const attn_tensor *x, const char *x
     int64_t multiple;
     attn_quant_kind kind = cli_quant_kind(kv, &multiple);
     if (kind == ATTN_QUANT_GROUPS) /* keys per channel in groups of 32 positions, values per token */
-        d.key_dtype = kv, d.dtype = D % 32 ? ATTN_F16 : ATTN_Q4_1, d.capacity = (d.capacity + 31) / 32 * 32,
+        d.key_dtype = kv, d.dtype = attn_quant_row_size(ATTN_Q4_1, D) ? ATTN_Q4_1 : ATTN_F16, d.capacity = (d.capacity + 31) / 32 * 32,
         d.residual = residual > 0 ? residual : 0;
     if (kv && x->dtype != ATTN_F32) /* the layer takes f32 or f64 X (attn_mha); the quantized cache, f32 rows */
         return cli_error(EXIT_DATA, "--kv %s needs float32 X (the cache quantizes the layer's own rows), not %s",

@@ -193,6 +193,9 @@ static int to_stored(input *in, attn_dtype store, double scale) {
         size_t row = attn_quant_row_size(store, cols);
         int64_t multiple;
         cli_quant_kind(store, &multiple);
+        if (!row && cols < 1)
+            return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of no value; %s needs at least one",
+                             attn_dtype_name(store), in->flag, in->path, attn_dtype_name(store));
         if (!row)
             return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of %lld values; %s needs a multiple of %lld",
                              attn_dtype_name(store), in->flag, in->path, (long long)cols, attn_dtype_name(store),
@@ -526,7 +529,7 @@ static int run_grouped(input *in, cli_output *outs, attn_sdpa_options *opts, att
     d.batch = r == 4 ? k->shape[0] : 1, d.heads = r >= 3 ? k->shape[r - 3] : 1;
     int64_t S = k->shape[r - 2];
     d.capacity = S > 0 ? (S + 31) / 32 * 32 : 32, d.key_dim = k->shape[r - 1], d.value_dim = v->shape[r - 1];
-    d.dtype = d.value_dim % 32 ? ATTN_F16 : ATTN_Q4_1, d.key_dtype = keys, d.residual = kv_residual > 0 ? kv_residual : 0;
+    d.dtype = attn_quant_row_size(ATTN_Q4_1, d.value_dim) ? ATTN_Q4_1 : ATTN_F16, d.key_dtype = keys, d.residual = kv_residual > 0 ? kv_residual : 0;
     attn_error err;
     size_t bytes;
     attn_kv_cache *cache = NULL;

@@ -871,7 +871,11 @@ def main():
             report("kv_%s_out_with_int8_query_rounding" % fmt, err <= 5e-2, "error %.3g: %s" % (err, r.stderr))
     expect_error("kv_q4_rows_of_40", ["sdpa", "-q", save("q40.npy", np.zeros((2, 3, 40), np.float32)), "-k",
                                       save("k40.npy", np.zeros((2, 5, 40), np.float32)), "-v", pv32, "--kv", "q4",
-                                      "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values")
+                                      "-o", "out.npy"], 1, r"--kv q4: -k .*k40\.npy has rows of 40 values; q4 needs a multiple of 32$")
+    expect_error("kv_e4m3_rows_of_no_value", ["sdpa", "-q", save("q0c.npy", np.zeros((1, 3, 0), np.float32)), "-k",
+                                              save("k0c.npy", np.zeros((1, 2, 0), np.float32)), "-v",
+                                              save("v0c.npy", np.zeros((1, 2, 4), np.float32)), "--kv", "e4m3",
+                                              "-o", "out.npy"], 1, r"--kv e4m3: -k .*k0c\.npy has rows of no value; e4m3 needs at least one$")
     expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
                  r"--kv 'q5' is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c")
     # --kv q4c / q2c: a cache with keys per channel over groups of 32 positions
