@@ -98,14 +98,7 @@ attn_status attn_kv_paged_prepare(attn_sdpa_options *o, attn_paged_rows *k, attn
         (lse && (st = check_packed(lse, "lse", dt, 2, total, Hq, 0, true, err))))
         return st;
     if (n < 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "n is %lld; it must be 0 or more", (long long)n);
-    if (!cu) return attn_fail(err, ATTN_ERR_NULL, "cu_seqlens_q is NULL");
-    if (cu[0] != 0) return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q[0] is %lld; it must be 0", (long long)cu[0]);
-    for (int64_t i = 0; i < n; i++)
-        if (cu[i + 1] < cu[i])
-            return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q decreases at [%lld]", (long long)i + 1);
-    if (cu[n] != total)
-        return attn_fail(err, ATTN_ERR_ARGUMENT, "cu_seqlens_q[%lld] is %lld but q has %lld row%s", (long long)n,
-                         (long long)cu[n], (long long)total, attn_plural(total));
+    if ((st = attn_check_cu_seqlens(cu, n, total, "cu_seqlens_q", err))) return st; /* q's rows, as the ragged batch's */
     /* The pages themselves are checked against the outputs by
      * attn_sdpa_varlen_paged; the view's lengths and tables only here. */
     attn_tensor regions[5];
