@@ -8,7 +8,7 @@
  * part that starts with "dir\n" is a directory of NAME.npy files instead
  * (the checkpoint as .npy files), its entries separated by the same marker,
  * each the file's name up to a newline, then its bytes. A byte after a
- * fifth mark, past a weights file, chooses the quantized cache's own
+ * fourth mark, past a weights file, and ending the input chooses the quantized cache's own
  * options: the fp8 keys' and values' scales (--kv-scale), e5m2 for e4m3,
  * q4c for q4_1 and q2c for q8 (keys per channel), KIVI's residual window
  * (--kv-residual) and --hadamard. Beyond "no
@@ -105,13 +105,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         if (flags & 4) argv[argc++] = "--causal";
         if (flags & 8) argv[argc++] = "-w", argv[argc++] = "/nonexistent/attn_fuzz_w.npy";
         if (flags & 16) argv[argc++] = "--incremental";
-        /* the byte after a fifth mark (not after a directory, which takes
-         * the rest): --kv-scale (bits 0-1: none, one scale for both, two,
+        /* the byte after a fourth mark when it is the input's last (not
+         * after a directory, which takes the rest; inputs from before it was
+         * read, with more bytes there, still run as they did): --kv-scale (bits 0-1: none, one scale for both, two,
          * one so large that every value rounds to 0), e5m2 for e4m3 and q4c
          * for q4_1 (bit 2), q2c for q8 (bit 3), --kv-residual (bits 4-5:
          * none, 32, 64, 33, which is refused), --hadamard (bit 6) */
         static const char *const KV_SCALE[4] = {NULL, "16", "8,32", "1e30"}, *const RESIDUAL[4] = {NULL, "32", "64", "33"};
-        unsigned extra = !dir[0] && p < end ? *p : 0;
+        unsigned extra = !dir[0] && p < end && end - p == 1 ? *p : 0;
         const char *kv = KV[flags >> 5 & 3];
         if (kv && extra & 4) kv = !strcmp(kv, "e4m3") ? "e5m2" : !strcmp(kv, "q4_1") ? "q4c" : kv;
         if (kv && extra & 8 && !strcmp(kv, "q8")) kv = "q2c";

@@ -5,7 +5,7 @@
  * printed). The input's first byte chooses the options; then come the
  * files, separated by the 4-byte marker "|~|\n". A missing mask, offsets or
  * sinks file leaves its flag out (q, k and v are always given). A byte
- * after an eighth mark, past the sinks file, chooses the quantized
+ * after a seventh mark, past the sinks file, and ending the input chooses the quantized
  * stores' own options: the fp8 keys' and values' per-head scales
  * (--kv-scale, as vLLM's k_scale and v_scale), e5m2 for e4m3 and q2c for
  * q4c, KIVI's residual window (--kv-residual) and --hadamard. Beyond "no
@@ -52,12 +52,14 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
         }
         p = stop + 4;
     }
-    /* the byte after the eighth mark: --kv-scale (bits 0-1: none, one scale
+    /* the byte after the seventh mark when it is the input's last (inputs
+     * from before it was read, with more bytes there, still run as they
+     * did): --kv-scale (bits 0-1: none, one scale
      * for both, two, one so large that every value rounds to 0), e5m2 for
      * e4m3 and q2c for q4c (bit 2), --kv-residual (bits 3-4: none, 32, 64,
      * 33, which is refused), --hadamard (bit 5) */
     static const char *const KV_SCALE[4] = {NULL, "16", "8,32", "1e30"}, *const RESIDUAL[4] = {NULL, "32", "64", "33"};
-    unsigned extra = p < end ? *p : 0;
+    unsigned extra = p < end && end - p == 1 ? *p : 0;
     if ((made & 7) == 7) {
         const char *const *options[3] = {MASK[flags & 3], KV[flags >> 2 & 7], SCORE[flags >> 5 & 3]};
         for (int o = 0; o < 3; o++)

@@ -239,7 +239,7 @@ def sdpa_load_seeds(mark):
                                                        np.array([0, 5]), np.array([0, 3, 7])))
     write("sdpa_load", "mixed_dtypes", files(0, q, f32[1], v))
     write("sdpa_load", "shapes_disagree", files(0, q, g((2, 5, 3)), v))
-    # a byte after the eighth mark (past the sinks file): bits 0-1 --kv-scale none, 16, 8,32, 1e30; bit 2 e5m2
+    # a last byte after the seventh mark (past the sinks file): bits 0-1 --kv-scale none, 16, 8,32, 1e30; bit 2 e5m2
     # for e4m3 and q2c for q4c; bits 3-4 --kv-residual none, 32, 64, 33; bit 5 --hadamard
     def stores(flags, extra, *parts):
         return files(flags, *parts, *[None] * (7 - len(parts))) + mark + bytes([extra])
@@ -434,7 +434,7 @@ def mha_seeds(mark, first_data):
     wide = {"in_proj_weight": f((3 * 64, 64)).astype(np.float32), "out_proj.weight": f((64, 64)).astype(np.float32)}
     write("mha_load", "packed_incremental_kv_q4_1", files(1 | 16 | 2 << 5, f((2, 3, 64)).astype(np.float32),
                                                           weights=wide))
-    # A byte after a fifth mark (past the weights file): bits 0-1 --kv-scale none, 16, 8,32, 1e30; bit 2 e5m2
+    # A last byte after a fourth mark (past the weights file): bits 0-1 --kv-scale none, 16, 8,32, 1e30; bit 2 e5m2
     # for e4m3 and q4c for q4_1; bit 3 q2c for q8; bits 4-5 --kv-residual none, 32, 64, 33; bit 6 --hadamard
     h = np.random.default_rng(5).standard_normal  # its own draws: the seeds after these stay as they were
     write("mha_load", "llama_incremental_kv_e4m3_per_head_scales", files(1 | 4 | 16 | 3 << 5, (h((3, E)) * 500)
