@@ -541,8 +541,11 @@ def main():
     # cores (--oversubscribe, where Open MPI binds no rank) the single-rank
     # run takes the node's cores, not ranks × 1 thread, and no note says a
     # rank is bound to fewer than that ("bound to 2 of the node's 3 cores").
-    cores = os.sysconf("SC_NPROCESSORS_ONLN")
-    r = subprocess.run(c.mpirun + ["-np", "1", c.mpi, "bench", "--quick"], capture_output=True, text=True, timeout=300)
+    # The cores are the CPUs the ranks may run on (mpirun --bind-to none:
+    # this process's); with one rank, Open MPI's default binds it to one.
+    cores = len(os.sched_getaffinity(0))
+    unbound = c.mpirun + ["--bind-to", "none"]
+    r = subprocess.run(unbound + ["-np", "1", c.mpi, "bench", "--quick"], capture_output=True, text=True, timeout=300)
     head = " ".join(r.stdout.split())
     one = "ring attention on 1 rank (1 per node, %d thread%s each)" % (cores, "" if cores == 1 else "s")
     c.report("bench_header_one_rank_singular", "" if r.returncode == 0 and one in head
@@ -557,6 +560,21 @@ def main():
                  % (r.returncode, r.stdout[:500], r.stderr[-300:]))
     else:
         print("skip bench_more_ranks_than_cores_single_takes_the_cores: %d cores (the test runs cores + 1 ranks)" % cores)
+    # Ranks limited to one CPU (taskset, as a cpuset would): both runs take
+    # that one, and a note says so, where the single-rank run took every
+    # CPU online, two threads on one CPU.
+    online = os.sysconf("SC_NPROCESSORS_ONLN")
+    if cores >= 2 and shutil.which("taskset"):
+        one = sorted(os.sched_getaffinity(0))[0]
+        r = subprocess.run(["taskset", "-c", str(one)] + unbound + ["-np", "1", c.mpi, "bench", "--quick"],
+                           capture_output=True, text=True, timeout=300)
+        head = " ".join(r.stdout.split())
+        ok = r.returncode == 0 and "ring attention on 1 rank (1 per node, 1 thread each)" in head \
+            and "on rank 0 with 1 thread;" in head and "may run on 1 of its %d CPUs" % online in head
+        c.report("bench_ranks_on_one_cpu_take_that_one", "" if ok else "rc %d, stdout %r, stderr %r"
+                 % (r.returncode, r.stdout[:500], r.stderr[-300:]))
+    else:
+        print("skip bench_ranks_on_one_cpu_take_that_one: %d CPUs here, or no taskset" % cores)
     # --stats: one line per rank, from rank 0, each rank's waiting within its time.
     r = c.run_mpi(3, ["-q", q, "-k", k, "-v", v, "-o", c.path("stats.npy"), "--stats"])
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("rank ")]

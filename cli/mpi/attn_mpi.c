@@ -185,8 +185,9 @@ static int read_inputs(const mpi_args *a, attn_tensor t[N_INPUTS], int64_t *L, c
         if (!code && i == 0 && f.info.dtype != ATTN_F32 && f.info.dtype != ATTN_F64) /* as attn sdpa says it */
             code = snprintf(msg, n, "%s has dtype %s; q must be float32 or float64", name,
                             cli_dtype_name(f.info.dtype)) > 0;
-        /* k, v and the mask beside q as attn sdpa says it, before any row is
-         * read (the ring's words named no file: "k is f64 but q is f32") */
+        /* k, v and the mask beside q as attn sdpa says it, before the
+         * file's own rows are read (the files before it are read by then;
+         * the ring's words named no file: "k is f64 but q is f32") */
         attn_dtype dt = f.info.dtype, qdt = t[0].dtype;
         if (!code && i > 0 && i < 3 && dt == ATTN_BOOL)
             code = snprintf(msg, n, "%s has dtype bool; q must be float32 or float64, and k and v float32, float64 or "

@@ -73,18 +73,39 @@ static void quiet_barrier(int rank) {
     while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) nanosleep(&nap, NULL);
 }
 
-/* Threads for each rank: the node's cores shared among its ranks (one
- * each when there are more ranks than cores, as under --oversubscribe);
- * *cores: the node's, every one of which the single-rank run takes. */
-static int threads_per_rank(int *node_ranks, int *cores) {
+/* Threads for each rank: the CPUs the node's ranks may run on shared among
+ * them (one each when there are more ranks than CPUs, as under
+ * --oversubscribe); *cores: that count, every one of which the single-rank
+ * run takes. The CPUs are the union of the node's ranks' affinity masks
+ * (what taskset, a cpuset or mpirun's binding leave them), or the CPUs
+ * online where a rank cannot read its mask; a CPU quota (a cgroup's
+ * cpu.max) is not seen. rank0: print a note where the CPUs are fewer
+ * than the node's. */
+static int threads_per_rank(int *node_ranks, int *cores, bool rank0) {
     MPI_Comm node;
     deadline_enter(MPI_COMM_WORLD, "bench-split", "finding the ranks on this node (MPI_Comm_split_type)");
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     deadline_leave();
     MPI_Comm_size(node, node_ranks);
+    cpu_set_t mine, all;
+    CPU_ZERO(&mine);
+    int known = sched_getaffinity(0, sizeof mine, &mine) == 0, all_known;
+    deadline_allreduce(&known, &all_known, 1, MPI_INT, MPI_MIN, node, "bench-split", "comparing the ranks' CPUs");
+    deadline_allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, node, "bench-split", "comparing the ranks' CPUs");
     MPI_Comm_free(&node);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = all_known ? CPU_COUNT(&all) : sysconf(_SC_NPROCESSORS_ONLN);
     *cores = cpus < 1 ? 1 : cpus > INT_MAX ? INT_MAX : (int)cpus;
+    /* one rank bound to fewer than the others have, or all of them to fewer
+     * than the node's: said on rank 0, as the single-rank run takes them */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (rank0 && known && CPU_COUNT(&mine) < *cores)
+        cli_prose(stdout, 0, 6, "note: this rank is bound to %d of the %d CPUs the node's ranks have (Open MPI binds "
+                  "ranks for small -np): run mpirun --bind-to none, or the single-rank run is measured on those CPUs only",
+                  CPU_COUNT(&mine), *cores);
+    else if (rank0 && all_known && online > *cores)
+        cli_prose(stdout, 0, 6, "note: the node's ranks may run on %d of its %ld CPUs (Open MPI binds ranks for small "
+                  "-np unless mpirun --bind-to none; or taskset, a cpuset): both runs are measured on those",
+                  *cores, online);
     int t = *cores / *node_ranks;
     return t < 1 ? 1 : t;
 }
@@ -121,7 +142,7 @@ enum { COLS = 9, CELL = 24 };
  * table (COLS cells; a failed run's error follows the table). */
 static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int reps, int rank, int size,
                    char row[COLS][CELL], char *failure, size_t failure_size) {
-    int node_ranks, cores, per_rank = threads_per_rank(&node_ranks, &cores);
+    int node_ranks, cores, per_rank = threads_per_rank(&node_ranks, &cores, false);
     int64_t H = 8, E = 64, shape[3] = {H, L, E};
     attn_mpi_shard sh;
     attn_error err;
@@ -241,13 +262,7 @@ int mpi_bench(int argc, char **argv, int rank, int size) {
         return cli_error(EXIT_USAGE, "--seq %ld needs %.1f GiB for its tensors (8 heads of 64, f32: q, k, v and out on one "
                          "rank and in the ranks' shards), over half of %s %.1f GiB: give a shorter length", b.seq,
                          need / 1073741824.0, size > 1 ? "the smallest node's" : "this node's", least / 1073741824.0);
-    int node_ranks, cores, per_rank = threads_per_rank(&node_ranks, &cores);
-    cpu_set_t mask;
-    int bound = sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < cores;
-    if (rank == 0 && bound)
-        cli_prose(stdout, 0, 6, "note: this rank is bound to %d of the node's %d cores (Open MPI binds ranks for small "
-                  "-np): run mpirun --bind-to none, or the single-node run is measured on those cores only",
-               CPU_COUNT(&mask), cores);
+    int node_ranks, cores, per_rank = threads_per_rank(&node_ranks, &cores, rank == 0);
     if (rank == 0) {
         cli_prose(stdout, 0, 2, "ring attention on %d rank%s (%d per node, %d thread%s each), %s layout; f32, 8 heads of 64",
                   size, cli_plural(size), node_ranks, per_rank, cli_plural(per_rank),
