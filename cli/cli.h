@@ -74,7 +74,8 @@ enum { CLI_QUANT_MAX = 32 };
 /* The library's quantized formats of `kind` (attn_quant_format), in its
  * order, into formats[0 .. size-1]; returns how many. */
 int cli_quant_formats(attn_quant_kind kind, attn_dtype *formats, int size);
-/* `format`'s kind if it is one of the library's quantized formats, else 0;
+/* `format`'s kind if it is one of the library's quantized formats, else
+ * ATTN_QUANT_NONE;
  * *multiple (may be NULL): the number its rows' (groups') values must be a
  * multiple of, 1 for another dtype. */
 attn_quant_kind cli_quant_kind(attn_dtype format, int64_t *multiple);

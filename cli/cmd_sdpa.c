@@ -193,9 +193,12 @@ static int to_stored(input *in, attn_dtype store, double scale) {
         size_t row = attn_quant_row_size(store, cols);
         int64_t multiple;
         cli_quant_kind(store, &multiple);
-        if (!row && cols < 1)
+        if (!row && cols < 1 && multiple == 1)
             return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of no value; %s needs at least one",
                              attn_dtype_name(store), in->flag, in->path, attn_dtype_name(store));
+        if (!row && cols < 1)
+            return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of no value; %s needs a multiple of %lld (at least one)",
+                             attn_dtype_name(store), in->flag, in->path, attn_dtype_name(store), (long long)multiple);
         if (!row)
             return cli_error(EXIT_DATA, "--kv %s: %s %s has rows of %lld values; %s needs a multiple of %lld",
                              attn_dtype_name(store), in->flag, in->path, (long long)cols, attn_dtype_name(store),

@@ -876,6 +876,11 @@ def main():
                                               save("k0c.npy", np.zeros((1, 2, 0), np.float32)), "-v",
                                               save("v0c.npy", np.zeros((1, 2, 4), np.float32)), "--kv", "e4m3",
                                               "-o", "out.npy"], 1, r"--kv e4m3: -k .*k0c\.npy has rows of no value; e4m3 needs at least one$")
+    expect_error("kv_q8_rows_of_no_value", ["sdpa", "-q", save("q0c.npy", np.zeros((1, 3, 0), np.float32)), "-k",
+                                            save("k0c.npy", np.zeros((1, 2, 0), np.float32)), "-v",
+                                            save("v0c.npy", np.zeros((1, 2, 4), np.float32)), "--kv", "q8", "-o",
+                                            "out.npy"], 1,
+                 r"--kv q8: -k .*k0c\.npy has rows of no value; q8 needs a multiple of 32 \(at least one\)$")
     expect_error("kv_unknown_format", ["sdpa", "-q", pqq, "-k", pkq, "-v", pvq, "--kv", "q5", "-o", "out.npy"], 2,
                  r"--kv 'q5' is not q8, q4, q4_1, e4m3, e5m2, bf16, q4c or q2c")
     # --kv q4c / q2c: a cache with keys per channel over groups of 32 positions

@@ -79,8 +79,9 @@ static void quiet_barrier(int rank) {
  * run takes. The CPUs are the union of the node's ranks' affinity masks
  * (what taskset, a cpuset or mpirun's binding leave them), or the CPUs
  * online where a rank cannot read its mask; a CPU quota (a cgroup's
- * cpu.max) is not seen. rank0: print a note where the CPUs are fewer
- * than the node's. */
+ * cpu.max) is not seen. rank0: print a note where rank 0's own CPUs are
+ * fewer than the ranks' together, and one where those are fewer than the
+ * node's. */
 static int threads_per_rank(int *node_ranks, int *cores, bool rank0) {
     MPI_Comm node;
     deadline_enter(MPI_COMM_WORLD, "bench-split", "finding the ranks on this node (MPI_Comm_split_type)");
@@ -95,14 +96,15 @@ static int threads_per_rank(int *node_ranks, int *cores, bool rank0) {
     MPI_Comm_free(&node);
     long cpus = all_known ? CPU_COUNT(&all) : sysconf(_SC_NPROCESSORS_ONLN);
     *cores = cpus < 1 ? 1 : cpus > INT_MAX ? INT_MAX : (int)cpus;
-    /* one rank bound to fewer than the others have, or all of them to fewer
-     * than the node's: said on rank 0, as the single-rank run takes them */
+    /* rank 0 bound to fewer CPUs than the node's ranks have together, or
+     * all of them to fewer than the node's: said on rank 0, whose
+     * single-rank run takes the ranks' CPUs */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (rank0 && known && CPU_COUNT(&mine) < *cores)
+    if (rank0 && all_known && CPU_COUNT(&mine) < *cores)
         cli_prose(stdout, 0, 6, "note: this rank is bound to %d of the %d CPUs the node's ranks have (Open MPI binds "
                   "ranks for small -np): run mpirun --bind-to none, or the single-rank run is measured on those CPUs only",
                   CPU_COUNT(&mine), *cores);
-    else if (rank0 && all_known && online > *cores)
+    if (rank0 && all_known && online > *cores)
         cli_prose(stdout, 0, 6, "note: the node's ranks may run on %d of its %ld CPUs (Open MPI binds ranks for small "
                   "-np unless mpirun --bind-to none; or taskset, a cpuset): both runs are measured on those",
                   *cores, online);
@@ -162,7 +164,7 @@ static int measure(int64_t L, attn_causal causal, attn_mpi_layout layout, int re
     mo.layout = layout, mo.attention = &so, mo.stats = &stats, mo.timeout_s = deadline_timeout();
     double single = INFINITY, ring = INFINITY, wait = 0, compute_max = 0, compute_sum = 0, exposed = 0;
     int bad = 0;
-    if (rank == 0) { /* one node alone, every core of it */
+    if (rank == 0) { /* one node alone, every CPU its ranks may run on */
         float *Q = random_floats(H * L * E, 3), *K = random_floats(H * L * E, 5), *V = random_floats(H * L * E, 9);
         float *O = malloc((size_t)(H * L * E) * 4);
         attn_tensor a, b, c, d;

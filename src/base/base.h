@@ -64,7 +64,7 @@ attn_status attn_check_extent(const attn_tensor *t, const char *name, attn_error
  * rows (tensor.c): cu[0 .. batch], starting at 0, never decreasing, ending
  * at `total`; `name` in the messages. One check for every caller that
  * takes them (a ragged batch's cu_seqlens_q and _k, a pool's appends, the
- * layer's paged batch). ATTN_ERR_ARGUMENT (batch < 0, or an offset out of
+ * paged view's attention and plan, the layer's paged batch). ATTN_ERR_ARGUMENT (batch < 0, or an offset out of
  * rule), ATTN_ERR_NULL. */
 attn_status attn_check_cu_seqlens(const int64_t *cu, int64_t batch, int64_t total, const char *name,
                                   attn_error *err);
