@@ -33,9 +33,9 @@ int64_t attn_row_bytes(attn_dtype dt, int64_t n) {
 }
 
 /* The quantized formats a caller can list (attn_quant_format), in the order
- * attn.h lays them out: a format is registered by
- * its entry here. tests/test_api.c checks that every dtype of no element
- * size but a name is here. */
+ * attn.h lays them out: a format is registered by its entry here.
+ * tests/test_api.c checks that every dtype of no element size but a name is
+ * here. */
 static const attn_dtype FORMATS[] = {ATTN_Q8, ATTN_Q4, ATTN_Q4_1, ATTN_E4M3, ATTN_E5M2, ATTN_Q4C, ATTN_Q2C};
 
 attn_status attn_quant_format(attn_dtype *format, attn_quant_kind *kind, int64_t *multiple, int index,
