@@ -2235,7 +2235,21 @@ static void test_errors(attn_dtype dt, int64_t P, const char *tag) {
     st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[1], 2, m->pool, NULL, NULL, &err);
     check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_unknown_sequence", "status %d", st);
     st = attn_kv_pages_attend(&to, NULL, &tq, cuq_bad, pairs[2], 2, m->pool, NULL, NULL, &err);
-    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out), "attend_refused_decreasing_offsets", "status %d", st);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out) &&
+              strstr(err.message, "cu_seqlens_q decreases at 2: 2 then 1"),
+          "attend_refused_decreasing_offsets", "status %d: %s", st, err.message);
+    int64_t cuq_short[3] = {0, 1, 1}, cuq_late[3] = {1, 1, 2};
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq_short, pairs[2], 2, m->pool, NULL, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out) &&
+              strstr(err.message, "cu_seqlens_q[2] is 1 but the tensor has 2 rows; it must end there"),
+          "attend_refused_offsets_ending_short_of_q", "status %d: %s", st, err.message);
+    st = attn_kv_pages_attend(&to, NULL, &tq, cuq_late, pairs[2], 2, m->pool, NULL, NULL, &err);
+    check(st == ATTN_ERR_ARGUMENT && !memcmp(out, out_before, sizeof out) &&
+              strstr(err.message, "cu_seqlens_q[0] is 1; it must be 0"),
+          "attend_refused_offsets_not_from_0", "status %d: %s", st, err.message);
+    st = attn_kv_pages_attend(&to, NULL, &tq, NULL, pairs[2], 2, m->pool, NULL, NULL, &err);
+    check(st == ATTN_ERR_NULL && !memcmp(out, out_before, sizeof out) && strstr(err.message, "cu_seqlens_q is NULL"),
+          "attend_refused_null_offsets", "status %d: %s", st, err.message);
     attn_sdpa_options o = attn_sdpa_options_default();
     o.causal = ATTN_CAUSAL_TOP_LEFT;
     st = attn_kv_pages_attend(&to, NULL, &tq, cuq, pairs[2], 2, m->pool, NULL, &o, &err);
